@@ -1,0 +1,31 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Cask",
+    products: [
+        .library(name: "Cask", targets: ["Cask"]),
+        .executable(name: "cask", targets: ["cask"]),
+    ],
+    targets: [
+        // The system LZ4 library (Debian: liblz4-dev). The only C dependency of the store.
+        .systemLibrary(
+            name: "CLZ4",
+            path: "Sources/CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        .target(name: "Cask", dependencies: ["CLZ4"], path: "Sources/Cask"),
+        .executableTarget(name: "cask", dependencies: ["Cask"], path: "Tools/cask"),
+        // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
+        .executableTarget(name: "cask-crash-writer", dependencies: ["Cask"], path: "Tools/cask-crash-writer"),
+        .target(name: "CaskTestSupport", dependencies: ["Cask"], path: "Tests/CaskTestSupport"),
+        .testTarget(
+            name: "CaskTests",
+            dependencies: ["Cask", "CaskTestSupport", "cask", "cask-crash-writer"],
+            path: "Tests/CaskTests",
+            resources: [.copy("Fixtures")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

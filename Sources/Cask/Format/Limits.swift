@@ -1,0 +1,12 @@
+/// Hard limits of format version 1. Lengths read from disk are checked against them before
+/// anything is allocated, so a corrupt length field can never cause a huge allocation.
+public enum Limits {
+    /// Keys are 1 to 65,535 bytes.
+    public static let maxKeyLength = 65_535
+    /// Values (uncompressed) are 0 to 256 MiB.
+    public static let maxValueLength = 256 << 20
+    /// The most bytes a record header can take: crc, type, flags, three varints, optional expiry.
+    static let maxRecordHeaderLength = 4 + 1 + 1 + 10 + 3 + 5 + 5 + 8
+    /// The largest record a reader must accept.
+    static let maxRecordLength = maxRecordHeaderLength + maxKeyLength + maxValueLength
+}

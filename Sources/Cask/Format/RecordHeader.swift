@@ -1,0 +1,105 @@
+/// The decoded fixed part of a record. See FORMAT.md, "Records".
+///
+/// ```
+/// u32  crc32c     over every byte after this field, up to the end of the payload
+/// u8   type       1 put, 2 delete, 3 batch (reserved)
+/// u8   flags      bit 0 lz4, bit 1 expires; other bits zero
+/// var  seq        sequence number (LEB128)
+/// var  keyLength  1 ... 65,535
+/// var  valueLength  uncompressed value length, 0 ... 256 MiB (0 for delete)
+/// var  storedLength only when flags.lz4: payload bytes on disk, 1 ... bound(valueLength)
+/// u64  expiresAt  only when flags.expires: milliseconds since 1970-01-01 UTC
+/// key bytes, then payload bytes (storedLength, or valueLength when not compressed)
+/// ```
+package struct RecordHeader: Equatable, Sendable {
+    package var type: RecordType
+    package var flags: UInt8
+    package var seq: UInt64
+    package var keyLength: Int
+    package var valueLength: Int
+    package var storedLength: Int
+    package var expiresAt: UInt64?
+    /// Bytes from the start of the record to the first key byte.
+    package var headerLength: Int
+
+    package var isCompressed: Bool { flags & RecordFlags.lz4 != 0 }
+    /// The whole record: header, key and payload.
+    package var recordLength: Int { headerLength + keyLength + storedLength }
+
+    /// Why bytes are not a valid record.
+    package enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
+        /// The record would run past the bytes available (a torn write, or a corrupt length).
+        case truncated(needed: Int)
+        case malformed(String)
+        case checksumMismatch(stored: UInt32, computed: UInt32)
+
+        package var description: String {
+            switch self {
+            case .truncated(let needed): "record is cut short (needs \(needed) bytes)"
+            case .malformed(let reason): reason
+            case .checksumMismatch(let stored, let computed):
+                "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(computed, radix: 16)))"
+            }
+        }
+    }
+
+    /// Parses and validates the header at the start of `bytes` without checking the checksum.
+    /// `bytes` may hold less than the whole record; lengths are checked against ``Limits`` first.
+    package static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
+        guard bytes.count >= 6 else { return .failure(.truncated(needed: 6)) }
+        guard let type = RecordType(rawValue: bytes[4]), type != .batch else {
+            return .failure(.malformed("unknown record type \(bytes[4])"))
+        }
+        let flags = bytes[5]
+        guard flags & ~RecordFlags.known == 0 else { return .failure(.malformed("unknown flags 0x\(String(flags, radix: 16))")) }
+        var offset = 6
+        guard let seq = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "sequence number")) }
+        guard let keyLength = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "key length")) }
+        guard keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength) else {
+            return .failure(.malformed("key length \(keyLength) outside 1...\(Limits.maxKeyLength)"))
+        }
+        guard let valueLength = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "value length")) }
+        guard valueLength <= UInt64(Limits.maxValueLength) else {
+            return .failure(.malformed("value length \(valueLength) over the limit \(Limits.maxValueLength)"))
+        }
+        var storedLength = valueLength
+        if flags & RecordFlags.lz4 != 0 {
+            guard let stored = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "stored length")) }
+            guard stored >= 1, stored <= UInt64(LZ4Compressor.bound(Int(valueLength))) else {
+                return .failure(.malformed("compressed length \(stored) impossible for value length \(valueLength)"))
+            }
+            storedLength = stored
+        }
+        if type == .delete && (valueLength != 0 || flags & RecordFlags.lz4 != 0) {
+            return .failure(.malformed("delete record carries a value"))
+        }
+        var expiresAt: UInt64?
+        if flags & RecordFlags.expires != 0 {
+            guard bytes.count >= offset + 8 else { return .failure(.truncated(needed: offset + 8)) }
+            expiresAt = bytes.readLittleEndian(at: offset, as: UInt64.self)
+            offset += 8
+        }
+        return .success(RecordHeader(
+            type: type, flags: flags, seq: seq, keyLength: Int(keyLength), valueLength: Int(valueLength),
+            storedLength: Int(storedLength), expiresAt: expiresAt, headerLength: offset))
+    }
+
+    private static func shortOrBad(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ field: String) -> Problem {
+        // A varint that ran off the end may just be cut short; one that ran 10 bytes is malformed.
+        bytes.count - offset < 10 ? .truncated(needed: offset + 10) : .malformed("\(field) is not a valid varint")
+    }
+
+    /// Validates a whole record held in `bytes` (which starts at the record): header, length, checksum.
+    package static func validate(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
+        let header: RecordHeader
+        switch parse(bytes) {
+        case .success(let parsed): header = parsed
+        case .failure(let problem): return .failure(problem)
+        }
+        guard bytes.count >= header.recordLength else { return .failure(.truncated(needed: header.recordLength)) }
+        let stored = bytes.readLittleEndian(at: 0, as: UInt32.self)
+        let computed = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
+        guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
+        return .success(header)
+    }
+}

@@ -1,0 +1,60 @@
+/// The 40-byte header at the start of every segment file. See FORMAT.md, "Segment files".
+///
+/// ```
+///  0  8 bytes  magic "CASKSEG\0"
+///  8  u16      format version (1)
+/// 10  u16      header length (40)
+/// 12  u32      reserved, zero
+/// 16  u64      segment id (also in the file name)
+/// 24  u64      base sequence: every record written to this segment after creation has seq >= base
+/// 32  u32      reserved, zero
+/// 36  u32      crc32c of bytes 0 ..< 36
+/// ```
+package struct SegmentHeader: Equatable, Sendable {
+    package static let magic: [UInt8] = Array("CASKSEG".utf8) + [0]
+    package static let length = 40
+    package static let currentVersion: UInt16 = 1
+
+    package var segmentID: UInt64
+    package var baseSeq: UInt64
+
+    package init(segmentID: UInt64, baseSeq: UInt64) {
+        self.segmentID = segmentID
+        self.baseSeq = baseSeq
+    }
+
+    package func encoded() -> [UInt8] {
+        var buffer = ByteBuffer(capacity: Self.length)
+        Self.magic.withUnsafeBytes { buffer.append($0) }
+        buffer.append(littleEndian: Self.currentVersion)
+        buffer.append(littleEndian: UInt16(Self.length))
+        buffer.append(littleEndian: UInt32(0))
+        buffer.append(littleEndian: segmentID)
+        buffer.append(littleEndian: baseSeq)
+        buffer.append(littleEndian: UInt32(0))
+        let crc = buffer.withUnsafeBytes { CRC32C.checksum(of: $0) }
+        buffer.append(littleEndian: crc)
+        return buffer.copyBytes()
+    }
+
+    package enum Problem: Error, Equatable {
+        case tooShort
+        case badMagic
+        case unsupportedVersion(UInt16)
+        case badChecksum
+    }
+
+    package static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<SegmentHeader, Problem> {
+        guard bytes.count >= length else { return .failure(.tooShort) }
+        guard bytes.prefix(8).elementsEqual(magic) else { return .failure(.badMagic) }
+        let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
+        let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<36]))
+        guard crc == bytes.readLittleEndian(at: 36, as: UInt32.self) else { return .failure(.badChecksum) }
+        guard version == currentVersion, bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(length) else {
+            return .failure(.unsupportedVersion(version))
+        }
+        return .success(SegmentHeader(
+            segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self),
+            baseSeq: bytes.readLittleEndian(at: 24, as: UInt64.self)))
+    }
+}

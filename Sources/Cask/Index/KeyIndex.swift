@@ -1,0 +1,391 @@
+/// The in-memory hash index: key bytes -> location of the key's latest record.
+///
+/// Layout, chosen for memory per key (the target is at most 32 bytes beyond the key bytes):
+/// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot.
+///   Probing reads these bytes sequentially, so a miss rarely touches anything else.
+/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 0.8.
+/// - `entries`: 16-byte entries (arena position of the key, segment, offset, length) in
+///   fixed-size chunks, so growing never copies them and the only slack is in the last chunk.
+/// - `arena`: the key bytes, each prefixed by its length as a varint, in 1 MiB chunks.
+///
+/// Per key: 16 (entry) + 5 / load (control and slot) + 1 (length prefix), i.e. 22 to 29 bytes.
+/// Sequence numbers are kept only while recovery needs them (``beginRecovery()``).
+///
+/// Not thread-safe: the store guards it with a reader-writer lock. Complexity: expected O(1 + key
+/// length) per operation; growth rehashes in O(n) without touching entries or keys.
+package final class KeyIndex {
+    private struct Entry {
+        /// Position of the key in the arena: chunk << 20 | offset. For a free entry, the next free entry.
+        var keyPosition: UInt32
+        /// `UInt32.max` marks a free entry.
+        var segmentID: UInt32
+        var offset: UInt32
+        /// The record length; the top bit marks a tombstone kept during recovery.
+        var length: UInt32
+    }
+
+    private static let tombstoneBit: UInt32 = 1 << 31
+    private static let entriesPerChunk = 1 << 16
+    private static let arenaChunkSize = 1 << 20
+    private static let empty: UInt8 = 0, deleted: UInt8 = 1
+
+    private let hasher: KeyHasher
+    private var control: UnsafeMutablePointer<UInt8>
+    private var slots: UnsafeMutablePointer<UInt32>
+    private var capacity: Int
+    private var usedSlots = 0  // full + deleted
+    package private(set) var count = 0
+    private var tombstones = 0
+
+    private var entryChunks: [UnsafeMutablePointer<Entry>] = []
+    private var entryCount = 0  // entries handed out, free ones included
+    private var freeEntry: UInt32 = .max
+
+    private var arenaChunks: [UnsafeMutableRawPointer] = []
+    private var arenaUsed = 0  // bytes used in the last chunk
+    private var arenaGarbage = 0
+    private var arenaLive = 0
+
+    private var seqChunks: [UnsafeMutablePointer<UInt64>]?
+
+    package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024) {
+        self.hasher = hasher
+        var capacity = 16
+        while capacity * 4 < minimumCapacity * 5 { capacity *= 2 }
+        self.capacity = capacity
+        control = .allocate(capacity: capacity)
+        control.initialize(repeating: Self.empty, count: capacity)
+        slots = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        control.deallocate()
+        slots.deallocate()
+        entryChunks.forEach { $0.deallocate() }
+        arenaChunks.forEach { $0.deallocate() }
+        seqChunks?.forEach { $0.deallocate() }
+    }
+
+    /// Bytes of memory the index holds (tables, entries, arena), for the per-key figure.
+    package var memoryBytes: Int {
+        capacity * 5 + entryChunks.count * Self.entriesPerChunk * MemoryLayout<Entry>.stride
+            + arenaChunks.count * Self.arenaChunkSize + (seqChunks?.count ?? 0) * Self.entriesPerChunk * 8
+    }
+
+    /// Key bytes held (without length prefixes or garbage).
+    package private(set) var totalKeyBytes = 0
+
+    // MARK: Lookup and update
+
+    package func lookup(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
+        guard let slot = find(key, hash: hasher.hash(key)) else { return nil }
+        let entry = entryPointer(slots[slot]).pointee
+        guard entry.length & Self.tombstoneBit == 0 else { return nil }
+        return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
+    }
+
+    /// Points `key` at `location`; returns the location it replaced, if any.
+    @discardableResult
+    package func upsert(_ key: UnsafeRawBufferPointer, _ location: RecordLocation) -> RecordLocation? {
+        let hash = hasher.hash(key)
+        if let slot = find(key, hash: hash) {
+            let entry = entryPointer(slots[slot])
+            let old = entry.pointee
+            entry.pointee.segmentID = location.segmentID
+            entry.pointee.offset = location.offset
+            entry.pointee.length = location.length
+            if old.length & Self.tombstoneBit != 0 {
+                tombstones -= 1
+                count += 1
+                return nil
+            }
+            return RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length)
+        }
+        insertNew(key, hash: hash, location: location)
+        count += 1
+        return nil
+    }
+
+    /// Removes `key`; returns the location it had, if any.
+    @discardableResult
+    package func remove(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
+        guard let slot = find(key, hash: hasher.hash(key)) else { return nil }
+        let number = slots[slot]
+        let old = entryPointer(number).pointee
+        let wasTombstone = old.length & Self.tombstoneBit != 0
+        removeSlot(slot)
+        if wasTombstone { tombstones -= 1; return nil }
+        count -= 1
+        return RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length)
+    }
+
+    /// Replaces the location of `key` only if it is still `expected` (compare-and-set).
+    @discardableResult
+    package func replace(_ key: UnsafeRawBufferPointer, expected: RecordLocation, with location: RecordLocation) -> Bool {
+        guard let slot = find(key, hash: hasher.hash(key)) else { return false }
+        let entry = entryPointer(slots[slot])
+        guard entry.pointee.length & Self.tombstoneBit == 0,
+              RecordLocation(segmentID: entry.pointee.segmentID, offset: entry.pointee.offset, length: entry.pointee.length) == expected
+        else { return false }
+        entry.pointee.segmentID = location.segmentID
+        entry.pointee.offset = location.offset
+        entry.pointee.length = location.length
+        return true
+    }
+
+    /// Calls `body` with every live key and its location, in no particular order.
+    /// The key pointer is valid only during the call.
+    package func forEach(_ body: (UnsafeRawBufferPointer, RecordLocation) throws -> Void) rethrows {
+        for slot in 0..<capacity where control[slot] >= 0x80 {
+            let entry = entryPointer(slots[slot]).pointee
+            guard entry.length & Self.tombstoneBit == 0 else { continue }
+            try body(keyBytes(at: entry.keyPosition), RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length))
+        }
+    }
+
+    // MARK: Recovery
+
+    /// Starts recording sequence numbers so that ``recover(_:_:seq:isDelete:)`` can keep the newest
+    /// version of each key regardless of the order records are seen in.
+    package func beginRecovery() {
+        if seqChunks == nil { seqChunks = [] }
+    }
+
+    /// Applies one record found by recovery: it wins only if its seq is higher than what is known.
+    /// A delete is remembered as a tombstone until ``endRecovery()``, so that an older put of the
+    /// same key seen later cannot bring the key back.
+    @discardableResult
+    package func recover(_ key: UnsafeRawBufferPointer, _ location: RecordLocation, seq: UInt64, isDelete: Bool) -> RecoveryOutcome {
+        precondition(seqChunks != nil, "beginRecovery() first")
+        let hash = hasher.hash(key)
+        let length = isDelete ? location.length | Self.tombstoneBit : location.length
+        if let slot = find(key, hash: hash) {
+            let number = slots[slot]
+            let known = seqPointer(number)
+            guard seq > known.pointee else { return .superseded }
+            let entry = entryPointer(number)
+            let old = entry.pointee
+            let oldWasDelete = old.length & Self.tombstoneBit != 0
+            entry.pointee.segmentID = location.segmentID
+            entry.pointee.offset = location.offset
+            entry.pointee.length = length
+            known.pointee = seq
+            switch (oldWasDelete, isDelete) {
+            case (false, true): count -= 1; tombstones += 1
+            case (true, false): count += 1; tombstones -= 1
+            default: break
+            }
+            let oldLocation = RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length & ~Self.tombstoneBit)
+            return .replaced(oldLocation, wasDelete: oldWasDelete)
+        }
+        let number = insertNew(key, hash: hash, location: RecordLocation(segmentID: location.segmentID, offset: location.offset, length: length))
+        seqPointer(number).pointee = seq
+        if isDelete { tombstones += 1 } else { count += 1 }
+        return .inserted
+    }
+
+    package enum RecoveryOutcome: Equatable {
+        /// The key was new.
+        case inserted
+        /// The record is newer than what was known, which it replaced (a put or a delete).
+        case replaced(RecordLocation, wasDelete: Bool)
+        /// A newer record of the key was already known; this one is dead.
+        case superseded
+    }
+
+    /// The locations of the tombstones recovery kept (deletes newer than every put of their key).
+    package func forEachTombstone(_ body: (RecordLocation) -> Void) {
+        for slot in 0..<capacity where control[slot] >= 0x80 {
+            let entry = entryPointer(slots[slot]).pointee
+            if entry.length & Self.tombstoneBit != 0 {
+                body(RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length & ~Self.tombstoneBit))
+            }
+        }
+    }
+
+    /// Drops the tombstones and the sequence numbers kept for recovery.
+    package func endRecovery() {
+        if tombstones > 0 {
+            for slot in 0..<capacity where control[slot] >= 0x80 {
+                if entryPointer(slots[slot]).pointee.length & Self.tombstoneBit != 0 { removeSlot(slot) }
+            }
+            tombstones = 0
+        }
+        seqChunks?.forEach { $0.deallocate() }
+        seqChunks = nil
+        compactArenaIfWasteful()
+    }
+
+    // MARK: Internals
+
+    @inline(__always)
+    private func entryPointer(_ number: UInt32) -> UnsafeMutablePointer<Entry> {
+        let number = Int(number)
+        return entryChunks[number >> 16] + (number & (Self.entriesPerChunk - 1))
+    }
+
+    @inline(__always)
+    private func seqPointer(_ number: UInt32) -> UnsafeMutablePointer<UInt64> {
+        let number = Int(number)
+        while seqChunks!.count <= number >> 16 {
+            let chunk = UnsafeMutablePointer<UInt64>.allocate(capacity: Self.entriesPerChunk)
+            chunk.initialize(repeating: 0, count: Self.entriesPerChunk)
+            seqChunks!.append(chunk)
+        }
+        return seqChunks![number >> 16] + (number & (Self.entriesPerChunk - 1))
+    }
+
+    @inline(__always)
+    private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer {
+        let chunk = arenaChunks[Int(position >> 20)]
+        let start = Int(position & 0xF_FFFF)
+        let header = UnsafeRawBufferPointer(start: chunk + start, count: min(3, Self.arenaChunkSize - start))
+        var offset = 0
+        let length = Int(Varint.read(header, at: &offset)!)  // Safe: written by `storeKey`.
+        return UnsafeRawBufferPointer(start: chunk + start + offset, count: length)
+    }
+
+    @inline(__always)
+    private static func tag(_ hash: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: hash >> 57) | 0x80 }
+
+    /// The slot holding `key`, if present.
+    @inline(__always)
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> Int? {
+        let mask = capacity - 1
+        let tag = Self.tag(hash)
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let byte = control[slot]
+            if byte == Self.empty { return nil }
+            if byte == tag {
+                let entry = entryPointer(slots[slot])
+                let stored = keyBytes(at: entry.pointee.keyPosition)
+                if stored.count == key.count && (key.count == 0 || memcmp(stored.baseAddress!, key.baseAddress!, key.count) == 0) {
+                    return slot
+                }
+            }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    @discardableResult
+    private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation) -> UInt32 {
+        if (usedSlots + 1) * 5 > capacity * 4 { resize() }
+        let number = allocateEntry()
+        entryPointer(number).pointee = Entry(
+            keyPosition: storeKey(key), segmentID: location.segmentID, offset: location.offset, length: location.length)
+        let mask = capacity - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while control[slot] >= 0x80 { slot = (slot + 1) & mask }
+        if control[slot] == Self.empty { usedSlots += 1 }
+        control[slot] = Self.tag(hash)
+        slots[slot] = number
+        totalKeyBytes += key.count
+        return number
+    }
+
+    private func removeSlot(_ slot: Int) {
+        let number = slots[slot]
+        let entry = entryPointer(number)
+        let key = keyBytes(at: entry.pointee.keyPosition)
+        totalKeyBytes -= key.count
+        arenaGarbage += key.count + Varint.size(of: UInt64(key.count))
+        arenaLive -= key.count + Varint.size(of: UInt64(key.count))
+        entry.pointee = Entry(keyPosition: freeEntry, segmentID: .max, offset: 0, length: 0)
+        freeEntry = number
+        // If the next slot is empty, no probe sequence runs through this one: mark it empty.
+        if control[(slot + 1) & (capacity - 1)] == Self.empty {
+            control[slot] = Self.empty
+            usedSlots -= 1
+        } else {
+            control[slot] = Self.deleted
+        }
+        if seqChunks == nil { compactArenaIfWasteful() }
+    }
+
+    private func allocateEntry() -> UInt32 {
+        if freeEntry != .max {
+            let number = freeEntry
+            freeEntry = entryPointer(number).pointee.keyPosition
+            return number
+        }
+        precondition(entryCount < Int(UInt32.max - 1), "the index holds at most 4,294,967,294 keys")
+        if entryCount == entryChunks.count * Self.entriesPerChunk {
+            entryChunks.append(.allocate(capacity: Self.entriesPerChunk))
+        }
+        let number = UInt32(entryCount)
+        entryCount += 1
+        return number
+    }
+
+    private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
+        let needed = Varint.size(of: UInt64(key.count)) + key.count
+        if arenaChunks.isEmpty || arenaUsed + needed > Self.arenaChunkSize {
+            precondition(arenaChunks.count < 4096, "the index holds at most 4 GiB of keys")
+            arenaChunks.append(.allocate(byteCount: Self.arenaChunkSize, alignment: 8))
+            arenaUsed = 0
+        }
+        let chunk = arenaChunks[arenaChunks.count - 1]
+        let position = UInt32(arenaChunks.count - 1) << 20 | UInt32(arenaUsed)
+        var used = Varint.write(UInt64(key.count), to: chunk + arenaUsed)
+        if let base = key.baseAddress { (chunk + arenaUsed + used).copyMemory(from: base, byteCount: key.count) }
+        used += key.count
+        arenaUsed += used
+        arenaLive += used
+        return position
+    }
+
+    /// Doubles the table (or rehashes in place when deleted slots are what fills it).
+    private func resize() {
+        let live = count + tombstones
+        var newCapacity = capacity
+        while (live + 1) * 5 > newCapacity * 2 { newCapacity *= 2 }  // leave it at most 40% full
+        let oldControl = control, oldSlots = slots, oldCapacity = capacity
+        control = .allocate(capacity: newCapacity)
+        control.initialize(repeating: Self.empty, count: newCapacity)
+        slots = .allocate(capacity: newCapacity)
+        capacity = newCapacity
+        usedSlots = 0
+        let mask = newCapacity - 1
+        for slot in 0..<oldCapacity where oldControl[slot] >= 0x80 {
+            let number = oldSlots[slot]
+            let hash = hasher.hash(keyBytes(at: entryPointer(number).pointee.keyPosition))
+            var target = Int(truncatingIfNeeded: hash) & mask
+            while control[target] != Self.empty { target = (target + 1) & mask }
+            control[target] = Self.tag(hash)
+            slots[target] = number
+            usedSlots += 1
+        }
+        oldControl.deallocate()
+        oldSlots.deallocate()
+    }
+
+    /// Rewrites the arena when deleted keys waste more than half of it.
+    private func compactArenaIfWasteful() {
+        guard arenaGarbage > Self.arenaChunkSize, arenaGarbage > arenaLive else { return }
+        let oldChunks = arenaChunks
+        arenaChunks = []
+        arenaUsed = 0
+        arenaLive = 0
+        arenaGarbage = 0
+        for slot in 0..<capacity where control[slot] >= 0x80 {
+            let entry = entryPointer(slots[slot])
+            let position = entry.pointee.keyPosition
+            let chunk = oldChunks[Int(position >> 20)]
+            let start = Int(position & 0xF_FFFF)
+            var offset = 0
+            let header = UnsafeRawBufferPointer(start: chunk + start, count: min(3, Self.arenaChunkSize - start))
+            let length = Int(Varint.read(header, at: &offset)!)
+            entry.pointee.keyPosition = storeKey(UnsafeRawBufferPointer(start: chunk + start + offset, count: length))
+        }
+        oldChunks.forEach { $0.deallocate() }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

@@ -1,0 +1,181 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one seam through which Cask reaches the operating system's file I/O.
+///
+/// Nothing else in the library calls `open`, `pread`, `pwrite`, `fdatasync`, `ftruncate`, `rename`,
+/// `unlink` or `flock`. Production code uses ``PosixFileSystem``; tests install a wrapper that
+/// injects `ENOSPC`, `EIO`, short writes and failed syncs, or that simulates a power cut.
+///
+/// Every method reports failure as an ``Errno``. `EINTR` is retried inside the implementation.
+/// Methods may be called from any thread concurrently.
+package protocol FileSystem: Sendable {
+    func open(_ path: String, flags: Int32, mode: UInt32) throws(Errno) -> Int32
+    func close(_ fd: Int32)
+    /// Reads up to `buffer.count` bytes at `offset`; returns the number read (0 at end of file).
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int
+    /// Writes up to `buffer.count` bytes at `offset`; returns the number written (may be short).
+    func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) -> Int
+    func fdatasync(_ fd: Int32) throws(Errno)
+    func fsync(_ fd: Int32) throws(Errno)
+    func ftruncate(_ fd: Int32, length: Int64) throws(Errno)
+    func fileSize(_ fd: Int32) throws(Errno) -> Int64
+    func rename(_ from: String, to: String) throws(Errno)
+    func unlink(_ path: String) throws(Errno)
+    func makeDirectory(_ path: String, mode: UInt32) throws(Errno)
+    /// The names in a directory, without `.` and `..`.
+    func listDirectory(_ path: String) throws(Errno) -> [String]
+    /// `flock(fd, LOCK_EX | LOCK_NB)` or `LOCK_SH | LOCK_NB`; throws `.wouldBlock` when held elsewhere.
+    func lock(_ fd: Int32, exclusive: Bool) throws(Errno)
+    /// Whether a path exists and is a directory (`nil` when it does not exist).
+    func isDirectory(_ path: String) -> Bool?
+    /// Checks `access(path, W_OK)`.
+    func isWritable(_ path: String) -> Bool
+}
+
+/// The real file system.
+package struct PosixFileSystem: FileSystem {
+    package init() {}
+
+    package func open(_ path: String, flags: Int32, mode: UInt32) throws(Errno) -> Int32 {
+        try retryingInterrupts { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
+    }
+
+    package func close(_ fd: Int32) {
+        _ = Glibc.close(fd)  // Linux releases the descriptor even when close reports EINTR.
+    }
+
+    package func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        guard buffer.count > 0 else { return 0 }
+        return try retryingInterrupts { Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    package func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        guard buffer.count > 0 else { return 0 }
+        return try retryingInterrupts { Glibc.pwrite(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    package func fdatasync(_ fd: Int32) throws(Errno) {
+        _ = try retryingInterrupts { Glibc.fdatasync(fd) }
+    }
+
+    package func fsync(_ fd: Int32) throws(Errno) {
+        _ = try retryingInterrupts { Glibc.fsync(fd) }
+    }
+
+    package func ftruncate(_ fd: Int32, length: Int64) throws(Errno) {
+        _ = try retryingInterrupts { Glibc.ftruncate(fd, off_t(length)) }
+    }
+
+    package func fileSize(_ fd: Int32) throws(Errno) -> Int64 {
+        var info = stat()
+        _ = try retryingInterrupts { fstat(fd, &info) }
+        return Int64(info.st_size)
+    }
+
+    package func rename(_ from: String, to: String) throws(Errno) {
+        _ = try retryingInterrupts { Glibc.rename(from, to) }
+    }
+
+    package func unlink(_ path: String) throws(Errno) {
+        _ = try retryingInterrupts { Glibc.unlink(path) }
+    }
+
+    package func makeDirectory(_ path: String, mode: UInt32) throws(Errno) {
+        _ = try retryingInterrupts { mkdir(path, mode_t(mode)) }
+    }
+
+    package func listDirectory(_ path: String) throws(Errno) -> [String] {
+        guard let dir = opendir(path) else { throw Errno.current }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    package func lock(_ fd: Int32, exclusive: Bool) throws(Errno) {
+        _ = try retryingInterrupts { flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }
+    }
+
+    package func isDirectory(_ path: String) -> Bool? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    package func isWritable(_ path: String) -> Bool {
+        access(path, W_OK) == 0
+    }
+
+    /// Runs a libc call, retrying while it fails with `EINTR`; throws any other failure.
+    private func retryingInterrupts<R: BinaryInteger>(_ call: () -> R) throws(Errno) -> R {
+        while true {
+            let result = call()
+            if result >= 0 { return result }
+            let error = Errno.current
+            if error != .interrupted { throw error }
+        }
+    }
+}
+
+extension FileSystem {
+    /// Writes all of `buffer` at `offset`, looping over short writes.
+    /// On failure, some prefix of the buffer may have been written.
+    package func writeAll(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
+        var done = 0
+        while done < buffer.count {
+            let rest = UnsafeRawBufferPointer(rebasing: buffer[done...])
+            let written = try pwrite(fd, from: rest, at: offset + Int64(done))
+            if written == 0 { throw Errno.ioError }  // A regular file never accepts zero bytes for a non-empty write.
+            done += written
+        }
+    }
+
+    /// Reads exactly `buffer.count` bytes at `offset`, or fewer only at end of file; returns the count read.
+    package func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+            let count = try pread(fd, into: rest, at: offset + Int64(done))
+            if count == 0 { break }
+            done += count
+        }
+        return done
+    }
+
+    /// Makes the creation, rename or removal of entries in a directory durable.
+    package func syncDirectory(_ path: String) throws(Errno) {
+        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+        defer { close(fd) }
+        try fsync(fd)
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, directory fsync.
+    package func writeFileAtomically(_ path: String, directory: String, bytes: [UInt8]) throws(Errno) {
+        let temporary = path + ".tmp"
+        let fd = try open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        var isOpen = true
+        do throws(Errno) {
+            try bytes.withBytes { (raw) throws(Errno) in try writeAll(fd, from: raw, at: 0) }
+            try fdatasync(fd)
+            close(fd)
+            isOpen = false
+            try rename(temporary, to: path)
+            try syncDirectory(directory)
+        } catch {
+            if isOpen { close(fd) }
+            try? unlink(temporary)
+            throw error
+        }
+    }
+}

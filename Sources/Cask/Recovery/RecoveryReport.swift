@@ -1,0 +1,45 @@
+/// What opening a store found and did. Available as ``CaskStore/recoveryReport``.
+public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
+    /// A byte range of a segment that holds no valid record and was skipped.
+    public struct CorruptRange: Sendable, Equatable, CustomStringConvertible {
+        public var file: String
+        public var offset: Int64
+        public var length: Int64
+        public var reason: String
+
+        public var description: String { "\(file) bytes \(offset)..<\(offset + length): \(reason)" }
+    }
+
+    /// A cut made at the end of the last segment (a torn write from a crash).
+    public struct Truncation: Sendable, Equatable, CustomStringConvertible {
+        public var file: String
+        /// The new length of the file.
+        public var offset: Int64
+        public var bytesRemoved: Int64
+        public var reason: String
+
+        public var description: String { "\(file): cut \(bytesRemoved) bytes at offset \(offset) (\(reason))" }
+    }
+
+    public var segments = 0
+    /// Segments indexed from their hint files (the rest were scanned).
+    public var segmentsFromHints = 0
+    /// Records read from hint files or segment scans.
+    public var recordsScanned = 0
+    public var truncations: [Truncation] = []
+    public var corruptRanges: [CorruptRange] = []
+    /// Hint files that were present but invalid (the segment was scanned instead).
+    public var invalidHints: [String] = []
+
+    public var bytesTruncated: Int64 { truncations.reduce(0) { $0 + $1.bytesRemoved } }
+    /// True when the store opened without cutting or skipping anything.
+    public var isClean: Bool { truncations.isEmpty && corruptRanges.isEmpty }
+
+    public var description: String {
+        var lines = ["\(segments) segments (\(segmentsFromHints) from hints), \(recordsScanned) records"]
+        lines += truncations.map { "truncated: \($0)" }
+        lines += corruptRanges.map { "corrupt: \($0)" }
+        lines += invalidHints.map { "invalid hint ignored: \($0)" }
+        return lines.joined(separator: "\n")
+    }
+}

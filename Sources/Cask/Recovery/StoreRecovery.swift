@@ -1,0 +1,226 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Rebuilds the index from the files of a store directory when it is opened.
+///
+/// For each segment, in id order: validate the header, load its hint file if there is a valid one,
+/// then scan whatever the hint does not cover. The newest record of each key wins by sequence
+/// number (never by file order), and deletes shadow older puts seen in any order. A torn tail of
+/// the last segment is cut (in a writable open); any other damage is skipped by resynchronising
+/// and reported, never silently dropped.
+package struct StoreRecovery {
+    package struct Result {
+        package var index: KeyIndex
+        package var segments: [UInt64: SegmentFile] = [:]
+        package var stats: [UInt64: SegmentStats] = [:]
+        package var nextSeq: UInt64 = 1
+        /// The segment to keep appending to, with its valid length, or nil to start a new one.
+        package var active: SegmentFile?
+        package var nextSegmentID: UInt64 = 1
+        /// Clean sealed segments without a hint that covers them.
+        package var segmentsNeedingHints: [UInt64] = []
+        package var report = RecoveryReport()
+    }
+
+    let directory: String
+    let fileSystem: any FileSystem
+    let writable: Bool
+    let maxSegmentSize: Int64
+
+    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+        self.writable = writable
+        self.maxSegmentSize = maxSegmentSize
+    }
+
+    package func run() throws(CaskError) -> Result {
+        let names: [String]
+        do { names = try fileSystem.listDirectory(directory) } catch {
+            throw CaskError.from(error, operation: "list directory", path: directory)
+        }
+        if writable {
+            for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
+        }
+        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        let nameSet = Set(names)
+        var result = Result(index: KeyIndex(minimumCapacity: 1024))
+        result.index.beginRecovery()
+        for (position, id) in ids.enumerated() {
+            guard id <= UInt64(UInt32.max) else {
+                throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max)")
+            }
+            let isLast = position == ids.count - 1
+            try recoverSegment(id: id, isLast: isLast, hasHint: nameSet.contains(SegmentName.hint(id)), into: &result)
+        }
+        result.index.endRecovery()
+        result.report.segments = ids.count
+        result.nextSegmentID = (ids.last ?? 0) + 1
+        return result
+    }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    private func recoverSegment(id: UInt64, isLast: Bool, hasHint: Bool, into result: inout Result) throws(CaskError) {
+        let segmentPath = path(SegmentName.segment(id))
+        let keepOpenForWriting = writable && isLast
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(segmentPath, flags: keepOpenForWriting ? O_RDWR : O_RDONLY, mode: 0)
+        } catch {
+            throw CaskError.from(error, operation: "open", path: segmentPath)
+        }
+        var length: Int64
+        do { length = try fileSystem.fileSize(fd) } catch {
+            fileSystem.close(fd)
+            throw CaskError.from(error, operation: "fstat", path: segmentPath)
+        }
+        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem)
+        var stats = SegmentStats(id: id)
+        stats.sealed = !isLast
+
+        // Header.
+        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.length)
+        let headerCount: Int
+        do {
+            headerCount = try headerBytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        } catch {
+            throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
+        }
+        let decoded = headerBytes[0..<headerCount].withUnsafeBytes { SegmentHeader.decode($0) }
+        switch decoded {
+        case .success(let header):
+            result.nextSeq = max(result.nextSeq, header.baseSeq)
+            if header.segmentID != id {
+                result.report.corruptRanges.append(.init(
+                    file: segmentPath, offset: 16, length: 8,
+                    reason: "header names segment \(header.segmentID), file name says \(id)"))
+            }
+        case .failure(.unsupportedVersion(let version)):
+            throw CaskError.unsupportedFormat(path: segmentPath, version: version)
+        case .failure(.tooShort) where keepOpenForWriting:
+            // A crash while the segment was being created: rewrite its header.
+            let header = SegmentHeader(segmentID: id, baseSeq: result.nextSeq).encoded()
+            do {
+                try fileSystem.ftruncate(fd, length: 0)
+                try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+            } catch {
+                throw CaskError.from(error, operation: "rewrite segment header", path: segmentPath)
+            }
+            result.report.truncations.append(.init(
+                file: segmentPath, offset: 0, bytesRemoved: length, reason: "segment header was incomplete; rewritten"))
+            length = Int64(SegmentHeader.length)
+            file.writtenLength.store(length, ordering: .relaxed)
+        case .failure(let problem):
+            result.report.corruptRanges.append(.init(
+                file: segmentPath, offset: 0, length: min(length, Int64(SegmentHeader.length)),
+                reason: "invalid segment header (\(problem))"))
+        }
+        stats.fileBytes = length
+
+        // Hint.
+        var scanFrom = Int64(SegmentHeader.length)
+        var hintCovers: Int64 = 0
+        if hasHint, case .success = decoded {
+            if let covered = loadHint(id: id, segmentLength: length, into: &result, stats: &stats) {
+                scanFrom = covered
+                hintCovers = covered
+                result.report.segmentsFromHints += 1
+            } else {
+                result.report.invalidHints.append(path(SegmentName.hint(id)))
+            }
+        }
+
+        // Scan the rest.
+        var corrupt: [SegmentScanner.CorruptRange] = []
+        var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
+        let validEnd = try scanner.scan(
+            from: min(scanFrom, length),
+            onRecord: { offset, header, bytes in
+                let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                apply(key: key, type: header.type, seq: header.seq, valueLength: header.valueLength,
+                      location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
+                      into: &result, stats: &stats)
+            },
+            onCorrupt: { corrupt.append($0) })
+
+        // A damaged tail of the last segment is a torn write: cut it.
+        if keepOpenForWriting, let tail = corrupt.last, tail.offset + tail.length == length {
+            corrupt.removeLast()
+            do { try fileSystem.ftruncate(fd, length: tail.offset) } catch {
+                throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
+            }
+            result.report.truncations.append(.init(file: segmentPath, offset: tail.offset, bytesRemoved: tail.length, reason: tail.reason))
+            length = tail.offset
+            file.writtenLength.store(length, ordering: .relaxed)
+            stats.fileBytes = length
+        }
+        for range in corrupt {
+            result.report.corruptRanges.append(.init(file: segmentPath, offset: range.offset, length: range.length, reason: range.reason))
+        }
+        _ = validEnd
+
+        if keepOpenForWriting && length < maxSegmentSize && corrupt.isEmpty {
+            result.active = file
+        } else {
+            stats.sealed = true
+            if writable && corrupt.isEmpty && hintCovers < length { result.segmentsNeedingHints.append(id) }
+        }
+        result.segments[id] = file
+        result.stats[id] = stats
+    }
+
+    /// Applies a hint file; returns the segment length it covers, or nil if it is unusable.
+    private func loadHint(id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats) -> Int64? {
+        let hintPath = path(SegmentName.hint(id))
+        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
+        defer { fileSystem.close(fd) }
+        guard let size = try? fileSystem.fileSize(fd), size >= Int64(HintFile.headerLength),
+              size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
+              read == Int(size) else { return nil }
+        var loaded = stats
+        let summary = bytes.withUnsafeBytes { raw in
+            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength) { entry in
+                apply(key: entry.key, type: entry.type, seq: entry.seq, valueLength: entry.valueLength,
+                      location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
+                      into: &result, stats: &loaded)
+            }
+        }
+        guard let summary else { return nil }
+        stats = loaded
+        result.report.recordsScanned += 0  // counted in apply
+        return summary.coveredLength
+    }
+
+    private func apply(
+        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, valueLength: Int, location: RecordLocation,
+        into result: inout Result, stats: inout SegmentStats
+    ) {
+        result.report.recordsScanned += 1
+        stats.noteRecord(seq: seq, valueLength: valueLength)
+        if seq >= result.nextSeq { result.nextSeq = seq + 1 }
+        let isDelete = type == .delete
+        switch result.index.recover(key, location, seq: seq, isDelete: isDelete) {
+        case .inserted:
+            if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
+        case .replaced(let old, let wasDelete):
+            if !wasDelete { removeLive(old, result: &result, stats: &stats) }
+            if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
+        case .superseded:
+            break
+        }
+    }
+
+    private func removeLive(_ old: RecordLocation, result: inout Result, stats: inout SegmentStats) {
+        if UInt64(old.segmentID) == stats.id {
+            stats.liveBytes -= Int64(old.length)
+            stats.liveRecords -= 1
+        } else {
+            result.stats[UInt64(old.segmentID)]?.liveBytes -= Int64(old.length)
+            result.stats[UInt64(old.segmentID)]?.liveRecords -= 1
+        }
+    }
+}

@@ -1,0 +1,37 @@
+/// Writes the hint file of a segment by scanning it: one sequential read, no index involvement.
+package enum HintWriter {
+    package enum Outcome: Equatable {
+        case written(entries: Int)
+        /// The segment has damage; no hint is written so every open keeps reporting it.
+        case skippedCorrupt
+    }
+
+    /// Scans `file` up to `length`, makes the segment durable, and writes `DIR/<id>.hint`
+    /// atomically (temporary file, fsync, rename, directory fsync). Safe while appends go on past `length`.
+    package static func write(for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem) throws(CaskError) -> Outcome {
+        var encoder = HintFile.Encoder(segmentID: file.id)
+        var scanner = SegmentScanner(fd: file.fd, path: file.path, fileLength: length, fileSystem: fileSystem)
+        var corrupt = false
+        var entries = 0
+        _ = try scanner.scan(
+            from: Int64(SegmentHeader.length),
+            onRecord: { _, header, bytes in
+                encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
+                entries += 1
+            },
+            onCorrupt: { _ in corrupt = true })
+        guard !corrupt else { return .skippedCorrupt }
+        let bytes = encoder.finish()
+        let path = directory + "/" + SegmentName.hint(file.id)
+        // The hint must never describe records the disk does not hold yet.
+        do { try fileSystem.fdatasync(file.fd) } catch {
+            throw CaskError.syncFailed(path: file.path, errno: error)
+        }
+        do {
+            try fileSystem.writeFileAtomically(path, directory: directory, bytes: bytes)
+        } catch {
+            throw CaskError.from(error, operation: "write hint file", path: path)
+        }
+        return .written(entries: entries)
+    }
+}

@@ -1,0 +1,23 @@
+/// File names in a store directory:
+/// `0000000001.cask` (segment 1), `0000000001.hint` (its hint file), `LOCK`.
+package enum SegmentName {
+    package static let segmentExtension = ".cask"
+    package static let hintExtension = ".hint"
+    package static let lockFile = "LOCK"
+
+    package static func segment(_ id: UInt64) -> String { padded(id) + segmentExtension }
+    package static func hint(_ id: UInt64) -> String { padded(id) + hintExtension }
+
+    /// The segment id named by a segment file name, or nil for any other file.
+    package static func segmentID(fromFileName name: String) -> UInt64? {
+        guard name.hasSuffix(segmentExtension) else { return nil }
+        let digits = name.dropLast(segmentExtension.count)
+        guard digits.count == 10, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt64(digits)
+    }
+
+    private static func padded(_ id: UInt64) -> String {
+        let digits = String(id)
+        return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
+    }
+}

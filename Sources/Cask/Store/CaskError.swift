@@ -1,0 +1,81 @@
+/// Everything that can go wrong in Cask, each case naming what and where.
+///
+/// The `description` of each case is a sentence a user can act on; tests pin the exact text.
+public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A key was empty.
+    case emptyKey
+    /// A key was longer than ``Limits/maxKeyLength``. Nothing was written.
+    case keyTooLong(length: Int, limit: Int)
+    /// A value was larger than the store's limit. Nothing was written.
+    case valueTooLarge(length: Int, limit: Int)
+    /// The store was closed; open it again.
+    case closed
+    /// A write was attempted on a store opened read-only.
+    case readOnly
+    /// The store directory does not exist and `createIfMissing` was false.
+    case directoryMissing(path: String)
+    /// The store directory (or a file in it) cannot be written.
+    case notWritable(path: String, errno: Errno)
+    /// Another process holds the store's write lock.
+    case locked(path: String, holderPID: Int32?)
+    /// The disk (or quota) is full. The record being written was rolled back; the store stays
+    /// readable and accepts writes again once space is freed.
+    case diskFull(path: String)
+    /// An I/O call failed.
+    case io(operation: String, path: String, errno: Errno)
+    /// Making data durable failed. Data written since the last successful sync may be lost, so the
+    /// store refuses further writes and syncs; reopen it to recover what the disk really holds.
+    case syncFailed(path: String, errno: Errno)
+    /// A record failed validation (checksum, lengths, key mismatch).
+    case corruptRecord(path: String, offset: Int64, reason: String)
+    /// A file was written by a newer, incompatible version of Cask (or is not a Cask file).
+    case unsupportedFormat(path: String, version: UInt16)
+    /// A file in the store directory is not a valid Cask file.
+    case corruptFile(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .emptyKey:
+            "key is empty; keys are 1 to \(Limits.maxKeyLength) bytes"
+        case .keyTooLong(let length, let limit):
+            "key is \(length) bytes, over the limit of \(limit) bytes; nothing was written"
+        case .valueTooLarge(let length, let limit):
+            "value is \(length) bytes, over the limit of \(limit) bytes; nothing was written"
+        case .closed:
+            "store is closed; open it again to use it"
+        case .readOnly:
+            "store is open read-only; open it for writing to change it"
+        case .directoryMissing(let path):
+            "store directory \(path) does not exist; create it or open with createIfMissing"
+        case .notWritable(let path, let errno):
+            "cannot write \(path): \(errno); check its permissions or open the store read-only"
+        case .locked(let path, let pid):
+            if let pid {
+                "store \(path) is locked by another process (pid \(pid)); open it read-only or close the other process"
+            } else {
+                "store \(path) is locked by another process; open it read-only or close the other process"
+            }
+        case .diskFull(let path):
+            "disk full while writing \(path); the write was rolled back, free space and retry"
+        case .io(let operation, let path, let errno):
+            "\(operation) failed on \(path): \(errno)"
+        case .syncFailed(let path, let errno):
+            "fsync failed on \(path): \(errno); recent writes may not be durable, the store refuses writes until reopened"
+        case .corruptRecord(let path, let offset, let reason):
+            "corrupt record in \(path) at offset \(offset): \(reason)"
+        case .unsupportedFormat(let path, let version):
+            "\(path) has format version \(version), which this Cask (format 1) cannot read"
+        case .corruptFile(let path, let reason):
+            "\(path) is not a valid Cask file: \(reason)"
+        }
+    }
+
+    /// Maps a failed I/O call to the error users should see.
+    static func from(_ errno: Errno, operation: String, path: String) -> CaskError {
+        switch errno {
+        case .noSpace, .quotaExceeded: .diskFull(path: path)
+        case .permissionDenied, .readOnlyFileSystem: .notWritable(path: path, errno: errno)
+        default: .io(operation: operation, path: path, errno: errno)
+        }
+    }
+}

@@ -1,0 +1,121 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension CaskStore {
+    /// The value of `key`, or nil when it is absent (or expired).
+    ///
+    /// One index lookup and one `pread` (or a copy from the write buffer for data not yet flushed).
+    /// The record's checksum and key are verified: a damaged record throws
+    /// ``CaskError/corruptRecord(path:offset:reason:)``, never returns wrong bytes.
+    /// Thread-safe; runs in parallel with other reads and with writes.
+    public func get(_ key: [UInt8]) throws(CaskError) -> [UInt8]? {
+        try key.withBytes { (key) throws(CaskError) in try read(key: key) }
+    }
+
+    public func get(_ key: String) throws(CaskError) -> [UInt8]? {
+        try get(Array(key.utf8))
+    }
+
+    /// Whether `key` has a value. One index lookup, no I/O.
+    public func contains(_ key: [UInt8]) throws(CaskError) -> Bool {
+        try key.withBytes { (key) throws(CaskError) in
+            try state.read { (shared) throws(CaskError) in
+                if shared.closed { throw CaskError.closed }
+                return shared.index.lookup(key) != nil
+            }
+        }
+    }
+
+    public func contains(_ key: String) throws(CaskError) -> Bool {
+        try contains(Array(key.utf8))
+    }
+
+    /// The number of keys.
+    public var count: Int {
+        state.read { $0.index.count }
+    }
+
+    /// All keys, sorted bytewise (optionally only those starting with `prefix`).
+    /// Complexity: O(n log n) in the number of keys; copies every key.
+    public func keys(prefix: [UInt8] = []) throws(CaskError) -> [[UInt8]] {
+        var keys: [[UInt8]] = try state.read { (shared) throws(CaskError) in
+            if shared.closed { throw CaskError.closed }
+            var keys: [[UInt8]] = []
+            keys.reserveCapacity(prefix.isEmpty ? shared.index.count : 16)
+            shared.index.forEach { key, _ in
+                if key.count >= prefix.count && key.prefix(prefix.count).elementsEqual(prefix) { keys.append(Array(key)) }
+            }
+            return keys
+        }
+        keys.sort { $0.lexicographicallyPrecedes($1) }
+        return keys
+    }
+
+    // MARK: The read path
+
+    func read(key: UnsafeRawBufferPointer) throws(CaskError) -> [UInt8]? {
+        let found = try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
+            if shared.closed { throw CaskError.closed }
+            guard let location = shared.index.lookup(key), let file = shared.segments[location.segmentID] else { return nil }
+            return (location, file)
+        }
+        guard let (location, file) = found else { return nil }
+        let end = Int64(location.offset) + Int64(location.length)
+        if end > file.writtenLength.load(ordering: .acquiring), let writer {
+            // Still in the write buffer (buffered mode): decode it there, under the writer mutex.
+            let buffered: Result<[UInt8]?, CaskError>? = writer.withLock { w in
+                guard w.active === file, Int64(location.offset) >= w.flushed else { return nil }
+                let start = Int(Int64(location.offset) - w.flushed)
+                return w.buffer.withUnsafeBytes { buffer in
+                    Result { () throws(CaskError) in
+                        try Self.decodeValue(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + Int(location.length))]),
+                                             key: key, file: file, offset: location.offset)
+                    }
+                }
+            }
+            if let buffered { return try buffered.get() }
+        }
+        let length = Int(location.length)
+        return try withScratchBytes(length) { (buffer) throws(CaskError) -> [UInt8]? in
+            try file.read(location, into: buffer)
+            return try Self.decodeValue(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset)
+        }
+    }
+
+    /// Validates a whole record and returns its value (nil if it has expired).
+    static func decodeValue(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32) throws(CaskError) -> [UInt8]? {
+        let header: RecordHeader
+        switch RecordHeader.validate(record) {
+        case .success(let valid): header = valid
+        case .failure(let problem):
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: problem.description)
+        }
+        guard header.recordLength == record.count, header.type == .put else {
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record does not match the index")
+        }
+        let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
+        guard storedKey.elementsEqual(key) else {
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record holds a different key")
+        }
+        if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return nil }
+        let payloadStart = header.headerLength + header.keyLength
+        let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
+        guard header.isCompressed else { return Array(payload) }
+        var ok = true
+        let value = [UInt8](unsafeUninitializedCapacity: header.valueLength) { buffer, initialized in
+            ok = LZ4Decompressor.decompress(payload, into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = ok ? header.valueLength : 0
+        }
+        guard ok else {
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "LZ4 payload does not expand to \(header.valueLength) bytes")
+        }
+        return value
+    }
+
+    static func nowMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
+    }
+}

@@ -1,0 +1,230 @@
+import Dispatch
+import Synchronization
+
+extension CaskStore {
+    /// Sets `key` to `value`.
+    ///
+    /// Durable on return as the store's ``Durability`` says. Throws ``CaskError/emptyKey``,
+    /// ``CaskError/keyTooLong(length:limit:)`` or ``CaskError/valueTooLarge(length:limit:)`` before
+    /// writing anything; ``CaskError/diskFull(path:)`` after rolling the record back.
+    /// Complexity: O(key + value) (one LZ4 compression, one checksum, one `pwrite` outside `.buffered`).
+    public func put(_ key: [UInt8], _ value: [UInt8]) throws(CaskError) {
+        _ = try key.withBytes { (key) throws(CaskError) in
+            try value.withBytes { (value) throws(CaskError) in try write(.put, key: key, value: value) }
+        }
+    }
+
+    /// Sets the UTF-8 bytes of `key` to `value`.
+    public func put(_ key: String, _ value: [UInt8]) throws(CaskError) {
+        try put(Array(key.utf8), value)
+    }
+
+    /// Deletes `key` by appending a tombstone. Returns whether the key existed; deleting a missing
+    /// key writes nothing. Durability as for ``put(_:_:)-(Array<UInt8>,_)``.
+    @discardableResult
+    public func delete(_ key: [UInt8]) throws(CaskError) -> Bool {
+        try key.withBytes { (key) throws(CaskError) in try write(.delete, key: key, value: UnsafeRawBufferPointer(start: nil, count: 0)) }
+    }
+
+    @discardableResult
+    public func delete(_ key: String) throws(CaskError) -> Bool {
+        try delete(Array(key.utf8))
+    }
+
+    /// Makes every write that returned before this call durable (`fdatasync`), in any durability mode.
+    /// Concurrent callers and `.fsync` writers share one `fdatasync`.
+    public func sync() throws(CaskError) {
+        guard let writer else {
+            if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            return
+        }
+        let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
+            try w.checkUsable()
+            try w.flush(bufferLimit: options.bufferSize)
+            return SyncPosition(segmentID: w.active.id, offset: w.end)
+        }
+        try waitUntilDurable(target, force: true)
+    }
+
+    // MARK: The write path
+
+    func validate(key: UnsafeRawBufferPointer, valueLength: Int) throws(CaskError) {
+        if key.isEmpty { throw CaskError.emptyKey }
+        if key.count > Limits.maxKeyLength { throw CaskError.keyTooLong(length: key.count, limit: Limits.maxKeyLength) }
+        if valueLength > options.maxValueSize { throw CaskError.valueTooLarge(length: valueLength, limit: options.maxValueSize) }
+    }
+
+    /// Appends one record and points the index at it. Returns false for a delete of a missing key.
+    @discardableResult
+    func write(_ type: RecordType, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, expiresAt: UInt64? = nil) throws(CaskError) -> Bool {
+        try validate(key: key, valueLength: value.count)
+        guard let writer else {
+            throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
+        }
+        let durability = options.durability
+        let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
+            try w.checkUsable()
+            if type == .delete, state.read({ $0.index.lookup(key) }) == nil { return nil }
+            let worstCase = Int64(Limits.maxRecordHeaderLength + key.count + value.count)
+            if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
+                try rotate(&w)
+            }
+            let start = w.buffer.count
+            let seq = w.nextSeq
+            let length = w.encoder.append(type: type, seq: seq, key: key, value: value, expiresAt: expiresAt, to: &w.buffer)
+            let offset = w.end
+            w.end += Int64(length)
+            if durability != .buffered || w.buffer.count >= options.bufferSize {
+                do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
+                    w.buffer.count = start
+                    w.end = offset
+                    throw error
+                }
+            }
+            w.nextSeq += 1
+            let location = RecordLocation(segmentID: UInt32(w.active.id), offset: UInt32(offset), length: UInt32(length))
+            let segmentID = w.active.id
+            state.write { shared in
+                let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
+                if let old { shared.stats[UInt64(old.segmentID)]?.removeLive(bytes: old.length) }
+                shared.stats[segmentID]?.append(seq: seq, valueLength: value.count, length: length, live: type == .put)
+            }
+            return SyncPosition(segmentID: w.active.id, offset: w.end)
+        }
+        guard let target else { return false }
+        if durability == .fsync { try waitUntilDurable(target, force: false) }
+        return true
+    }
+
+    /// Seals the active segment and starts the next one. Runs under the writer mutex.
+    func rotate(_ w: inout StoreWriter) throws(CaskError) {
+        try w.flush(bufferLimit: options.bufferSize)
+        let sealed = w.active
+        if options.durability == .fsync {
+            do { try fileSystem.fdatasync(sealed.fd) } catch {
+                let failure = CaskError.syncFailed(path: sealed.path, errno: error)
+                w.failure = failure
+                throw failure
+            }
+        }
+        let next = try StoreWriter.createSegment(id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem)
+        w.nextSegmentID += 1
+        if options.durability != .fsync { w.unsyncedSealed.append(sealed) }
+        w.active = next
+        w.end = next.writtenLength.load(ordering: .relaxed)
+        w.flushed = w.end
+        state.write { shared in
+            shared.segments[UInt32(next.id)] = next
+            shared.stats[sealed.id]?.sealed = true
+            var stats = SegmentStats(id: next.id)
+            stats.fileBytes = w.end
+            shared.stats[next.id] = stats
+        }
+        if options.writeHints { scheduleHint(for: sealed, length: sealed.writtenLength.load(ordering: .relaxed)) }
+    }
+
+    /// Writes a segment's hint file on the background queue (`close()` waits for it).
+    func scheduleHint(for file: SegmentFile, length: Int64) {
+        let directory = directory, fileSystem = fileSystem
+        background.async(group: backgroundWork) {
+            // A failed hint costs only open time later; the segment is scanned instead.
+            _ = try? HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem)
+        }
+    }
+
+    // MARK: Group commit
+
+    /// Returns once everything up to `target` is on stable storage. The first waiter becomes the
+    /// leader and runs one `fdatasync` for all; the others wait for it. `force` always syncs
+    /// (for `sync()` in modes whose writes do not track durability).
+    func waitUntilDurable(_ target: SyncPosition, force: Bool) throws(CaskError) {
+        guard let writer else { return }
+        var needsOwnSync = force
+        while true {
+            let decision: SyncDecision = syncState.withLock { sync, waiter in
+                while true {
+                    if let failure = sync.failure { return .failed(failure) }
+                    if !needsOwnSync && sync.synced >= target { return .done }
+                    if !sync.syncing { break }
+                    waiter.wait()
+                }
+                sync.syncing = true
+                return .lead
+            }
+            switch decision {
+            case .done: return
+            case .failed(let failure): throw failure
+            case .lead: break
+            }
+            let result = syncEverythingWritten(writer)
+            syncState.withLock { sync, waiter in
+                sync.syncing = false
+                switch result {
+                case .success(let position): if sync.synced < position { sync.synced = position }
+                case .failure(let failure): sync.failure = failure
+                }
+                waiter.broadcast()
+            }
+            switch result {
+            case .success: needsOwnSync = false
+            case .failure(let failure):
+                writer.withLock { $0.failure = failure }
+                throw failure
+            }
+        }
+    }
+
+    enum SyncDecision {
+        case done, lead
+        case failed(CaskError)
+    }
+
+    /// The group-commit leader's work: `fdatasync` every segment with unsynced writes.
+    private func syncEverythingWritten(_ writer: Lock<StoreWriter>) -> Result<SyncPosition, CaskError> {
+        let (active, position, sealed) = writer.withLock { w in
+            let sealed = w.unsyncedSealed
+            w.unsyncedSealed.removeAll()
+            return (w.active, SyncPosition(segmentID: w.active.id, offset: w.flushed), sealed)
+        }
+        for file in sealed + [active] {
+            do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
+                return .failure(CaskError.syncFailed(path: file.path, errno: error))
+            }
+        }
+        return .success(position)
+    }
+
+    // MARK: Buffered mode
+
+    func startFlushTimer() {
+        let timer = DispatchSource.makeTimerSource(queue: background)
+        let interval = DispatchTimeInterval.microseconds(Int(options.flushInterval * 1_000_000))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in
+            guard let self, let writer = self.writer else { return }
+            // A failed flush keeps the buffer; the next write or sync reports the error.
+            writer.withLock { w in
+                guard !w.closed, w.failure == nil else { return }
+                try? w.flush(bufferLimit: self.options.bufferSize)
+            }
+        }
+        timer.resume()
+        flushTimer.withLock { $0 = DispatchSourceTimerBox(timer: timer) }
+    }
+}
+
+extension SegmentStats {
+    mutating func append(seq: UInt64, valueLength: Int, length: Int, live: Bool) {
+        noteRecord(seq: seq, valueLength: valueLength)
+        fileBytes += Int64(length)
+        if live {
+            liveBytes += Int64(length)
+            liveRecords += 1
+        }
+    }
+
+    mutating func removeLive(bytes: UInt32) {
+        liveBytes -= Int64(bytes)
+        liveRecords -= 1
+    }
+}

@@ -1,0 +1,189 @@
+import Dispatch
+import Synchronization
+
+/// An embedded, append-only, log-structured key-value store in one directory.
+///
+/// Concurrency rules:
+/// 1. A store is `Sendable`: call it from any thread or task. Reads run in parallel with each other
+///    and with writes (they take a shared lock for one index lookup, then read without it).
+/// 2. Writes are serialized by one writer mutex, in the order they acquire it; each write gets the
+///    next sequence number, which decides "newest" everywhere (recovery, compaction).
+/// 3. In `.fsync` mode a write waits for durability *outside* the writer mutex, so concurrent writers
+///    share one `fdatasync` (group commit).
+/// 4. One process writes a store at a time (an advisory `flock` on `DIR/LOCK`); read-only opens take
+///    no lock and see the store as it was when they opened.
+///
+/// Durability on return from a write is the store's ``Durability``. Every record is checksummed;
+/// a read never returns bytes that fail their checksum.
+public final class CaskStore: Sendable {
+    /// The store directory.
+    public let directory: String
+    public let options: Options
+    /// What opening the store found: segments, records, cuts made, damage skipped.
+    public let recoveryReport: RecoveryReport
+
+    let fileSystem: any FileSystem
+    let lock: StoreLock?
+    let state: ReadWriteLock<SharedState>
+    /// Nil for a read-only store.
+    let writer: Lock<StoreWriter>?
+    let syncState = ConditionLock(SyncState())
+    let background = DispatchQueue(label: "cask.background")
+    let backgroundWork = DispatchGroup()
+    let isClosed = Atomic(false)
+    let flushTimer = Mutex<DispatchSourceTimerBox?>(nil)
+
+    struct SharedState {
+        var index: KeyIndex
+        var segments: [UInt32: SegmentFile]
+        var stats: [UInt64: SegmentStats]
+        var closed = false
+    }
+
+    struct SyncState {
+        var synced = SyncPosition(segmentID: 0, offset: 0)
+        var syncing = false
+        var failure: CaskError?
+    }
+
+    // MARK: Opening and closing
+
+    /// Opens (or creates) the store in `directory` and recovers its index.
+    ///
+    /// Complexity: O(records) on the first open after a crash; O(keys) read from hint files otherwise.
+    /// Throws ``CaskError/locked(path:holderPID:)`` when another process has it open for writing,
+    /// ``CaskError/directoryMissing(path:)``, ``CaskError/notWritable(path:errno:)``,
+    /// ``CaskError/unsupportedFormat(path:version:)`` or an I/O error. A torn tail is cut and
+    /// damaged records are skipped — both listed in ``recoveryReport`` — never a reason to fail.
+    public static func open(at directory: String, options: Options = Options()) throws(CaskError) -> CaskStore {
+        try CaskStore(directory: directory, options: options)
+    }
+
+    private init(directory: String, options: Options) throws(CaskError) {
+        let fileSystem = options.fileSystem
+        guard options.maxSegmentSize >= 4096, options.maxSegmentSize <= Int64(UInt32.max) else {
+            preconditionFailure("maxSegmentSize must be between 4 KiB and 4 GiB")
+        }
+        precondition(options.maxValueSize >= 0 && options.maxValueSize <= Limits.maxValueLength,
+                     "maxValueSize must be at most Limits.maxValueLength")
+        self.directory = directory
+        self.options = options
+        self.fileSystem = fileSystem
+
+        switch fileSystem.isDirectory(directory) {
+        case .some(true):
+            break
+        case .some(false):
+            throw CaskError.io(operation: "open store", path: directory, errno: .notDirectory)
+        case .none:
+            guard options.createIfMissing, !options.readOnly else { throw CaskError.directoryMissing(path: directory) }
+            do throws(Errno) {
+                try fileSystem.makeDirectory(directory, mode: 0o700)
+                try fileSystem.syncDirectory(Self.parent(of: directory))
+            } catch {
+                if error != .exists { throw CaskError.from(error, operation: "create directory", path: directory) }
+            }
+        }
+        if !options.readOnly {
+            guard fileSystem.isWritable(directory) else { throw CaskError.notWritable(path: directory, errno: .permissionDenied) }
+            lock = try StoreLock(directory: directory, fileSystem: fileSystem)
+        } else {
+            lock = nil
+        }
+
+        var recovered = try StoreRecovery(
+            directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize
+        ).run()
+        recoveryReport = recovered.report
+
+        if options.readOnly {
+            writer = nil
+        } else {
+            let active: SegmentFile
+            if let recoveredActive = recovered.active {
+                active = recoveredActive
+            } else {
+                active = try StoreWriter.createSegment(
+                    id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem)
+                recovered.nextSegmentID += 1
+                recovered.segments[active.id] = active
+                var stats = SegmentStats(id: active.id)
+                stats.fileBytes = Int64(SegmentHeader.length)
+                recovered.stats[active.id] = stats
+            }
+            let newWriter = StoreWriter(
+                active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
+                nextSegmentID: recovered.nextSegmentID, bufferCapacity: options.bufferSize, fileSystem: fileSystem, directory: directory)
+            writer = Lock(newWriter)
+        }
+        var segments: [UInt32: SegmentFile] = [:]
+        for (id, file) in recovered.segments { segments[UInt32(id)] = file }
+        state = ReadWriteLock(SharedState(index: recovered.index, segments: segments, stats: recovered.stats))
+
+        if !options.readOnly {
+            if options.writeHints {
+                for id in recovered.segmentsNeedingHints {
+                    if let file = recovered.segments[id] { scheduleHint(for: file, length: file.writtenLength.load(ordering: .relaxed)) }
+                }
+            }
+            if options.durability == .buffered && options.flushInterval > 0 { startFlushTimer() }
+        }
+    }
+
+    /// Flushes and syncs everything written, writes the active segment's hint file, waits for
+    /// background work, and releases the lock. Later calls on the store throw ``CaskError/closed``.
+    /// Calling `close()` again does nothing. If the final flush or sync fails the error is thrown,
+    /// and the store is closed all the same.
+    public func close() throws(CaskError) {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        flushTimer.withLock { box in
+            box?.timer.cancel()
+            box = nil
+        }
+        var firstError: CaskError?
+        if let writer {
+            let closing = writer.withLock { (w) -> (SegmentFile, Int64)? in
+                defer { w.closed = true }
+                guard w.failure == nil else { return nil }
+                do throws(CaskError) {
+                    try w.flush(bufferLimit: options.bufferSize)
+                    do throws(Errno) { try fileSystem.fdatasync(w.active.fd) } catch {
+                        throw CaskError.syncFailed(path: w.active.path, errno: error)
+                    }
+                    for sealed in w.unsyncedSealed { try? fileSystem.fdatasync(sealed.fd) }
+                    w.unsyncedSealed.removeAll()
+                } catch {
+                    firstError = error
+                    return nil
+                }
+                return (w.active, w.end)
+            }
+            if let (active, length) = closing, options.writeHints, length > Int64(SegmentHeader.length) {
+                do throws(CaskError) { _ = try HintWriter.write(for: active, length: length, directory: directory, fileSystem: fileSystem) } catch {
+                    firstError = firstError ?? error
+                }
+            }
+        }
+        backgroundWork.wait()
+        state.write { shared in
+            shared.closed = true
+            shared.segments.removeAll()
+        }
+        lock?.release()
+        if let firstError { throw firstError }
+    }
+
+    deinit {
+        if !isClosed.load(ordering: .acquiring) { try? close() }
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+/// Boxes a timer so that it can live in a `Mutex`; touched only under that mutex.
+struct DispatchSourceTimerBox: @unchecked Sendable {
+    let timer: any DispatchSourceTimer
+}

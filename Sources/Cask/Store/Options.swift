@@ -1,0 +1,32 @@
+extension CaskStore {
+    /// How a store is opened. The defaults suit a service persisting its objects.
+    public struct Options: Sendable {
+        /// See ``Durability``. Default `.os`.
+        public var durability: Durability = .os
+        /// Open for reading only: no lock is taken, nothing on disk is changed (a torn tail is
+        /// ignored rather than cut), and writes throw ``CaskError/readOnly``.
+        public var readOnly = false
+        /// Create the directory (mode 0700) when it does not exist. Default true.
+        public var createIfMissing = true
+        /// The active segment is sealed and a new one started once it reaches this size.
+        /// Default 64 MiB; at most 4 GiB.
+        public var maxSegmentSize: Int64 = 64 << 20
+        /// The largest value accepted, at most ``Limits/maxValueLength``. Default 64 MiB.
+        public var maxValueSize = 64 << 20
+        /// `.buffered` only: flush when this many bytes are waiting. Default 256 KiB.
+        public var bufferSize = 256 << 10
+        /// `.buffered` only: flush waiting writes at least this often, in seconds (0 disables). Default 0.1.
+        public var flushInterval: Double = 0.1
+        /// Write hint files for sealed segments (and the active one on close), so opens skip values.
+        public var writeHints = true
+        /// The file system seam; tests inject faults through it.
+        package var fileSystem: any FileSystem = PosixFileSystem()
+
+        public init() {}
+
+        public init(durability: Durability, readOnly: Bool = false) {
+            self.durability = durability
+            self.readOnly = readOnly
+        }
+    }
+}

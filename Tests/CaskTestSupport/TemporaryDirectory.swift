@@ -1,0 +1,24 @@
+import Foundation
+
+/// A fresh directory under the system temporary directory, removed when `remove()` is called
+/// (tests call it in `defer`/`tearDown`). Set `CASK_KEEP_TEST_DIRS=1` to keep them for inspection.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init(_ label: String = "cask-test") {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        path = base + "/" + label + "-" + UUID().uuidString.prefix(8).lowercased()
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// A path inside the directory (not created).
+    public func appending(_ name: String) -> String { path + "/" + name }
+
+    public func remove() {
+        if ProcessInfo.processInfo.environment["CASK_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    deinit { remove() }
+}
