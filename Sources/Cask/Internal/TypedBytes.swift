@@ -1,7 +1,7 @@
 /// Typed-throws forms of the standard library's `withUnsafe…Bytes`, whose `rethrows` would widen
 /// every error to `any Error`. The pointer must not escape `body`.
 extension Array where Element == UInt8 {
-    @inline(__always)
+    @inlinable
     package func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         do { return try withUnsafeBytes(body) } catch { throw error as! E }
     }
@@ -13,7 +13,7 @@ extension Array where Element == UInt8 {
 }
 
 extension ArraySlice where Element == UInt8 {
-    @inline(__always)
+    @inlinable
     package func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         do { return try withUnsafeBytes(body) } catch { throw error as! E }
     }
@@ -22,9 +22,5 @@ extension ArraySlice where Element == UInt8 {
 /// A scratch buffer of `byteCount` bytes (on the stack when small) for the duration of `body`.
 @inline(__always)
 package func withScratchBytes<R, E: Error>(_ byteCount: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
-    do {
-        return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16, body)
-    } catch {
-        throw error as! E
-    }
+    try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16, body)
 }

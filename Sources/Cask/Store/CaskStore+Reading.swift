@@ -9,26 +9,33 @@ extension CaskStore {
     /// The record's checksum and key are verified: a damaged record throws
     /// ``CaskError/corruptRecord(path:offset:reason:)``, never returns wrong bytes.
     /// Thread-safe; runs in parallel with other reads and with writes.
-    public func get(_ key: [UInt8]) throws(CaskError) -> [UInt8]? {
-        try key.withBytes { (key) throws(CaskError) in try read(key: key) }
+    @inlinable
+    public func get(_ key: some Collection<UInt8>) throws(CaskError) -> [UInt8]? {
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in try read(key: key) }
     }
 
+    @inlinable
     public func get(_ key: String) throws(CaskError) -> [UInt8]? {
-        try get(Array(key.utf8))
+        try get(key.utf8)
     }
 
     /// Whether `key` has a value. One index lookup, no I/O.
-    public func contains(_ key: [UInt8]) throws(CaskError) -> Bool {
-        try key.withBytes { (key) throws(CaskError) in
-            try state.read { (shared) throws(CaskError) in
-                if shared.closed { throw CaskError.closed }
-                return shared.index.lookup(key) != nil
-            }
-        }
+    @inlinable
+    public func contains(_ key: some Collection<UInt8>) throws(CaskError) -> Bool {
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in try lookup(key: key) }
     }
 
+    @inlinable
     public func contains(_ key: String) throws(CaskError) -> Bool {
-        try contains(Array(key.utf8))
+        try contains(key.utf8)
+    }
+
+    @usableFromInline
+    func lookup(key: UnsafeRawBufferPointer) throws(CaskError) -> Bool {
+        try state.read { (shared) throws(CaskError) in
+            if shared.closed { throw CaskError.closed }
+            return shared.index.lookup(key) != nil
+        }
     }
 
     /// The number of keys.
@@ -54,6 +61,7 @@ extension CaskStore {
 
     // MARK: The read path
 
+    @usableFromInline
     func read(key: UnsafeRawBufferPointer) throws(CaskError) -> [UInt8]? {
         let found = try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
             if shared.closed { throw CaskError.closed }

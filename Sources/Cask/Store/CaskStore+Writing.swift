@@ -7,28 +7,48 @@ extension CaskStore {
     /// Durable on return as the store's ``Durability`` says. Throws ``CaskError/emptyKey``,
     /// ``CaskError/keyTooLong(length:limit:)`` or ``CaskError/valueTooLarge(length:limit:)`` before
     /// writing anything; ``CaskError/diskFull(path:)`` after rolling the record back.
-    /// Complexity: O(key + value) (one LZ4 compression, one checksum, one `pwrite` outside `.buffered`).
-    public func put(_ key: [UInt8], _ value: [UInt8]) throws(CaskError) {
-        _ = try key.withBytes { (key) throws(CaskError) in
-            try value.withBytes { (value) throws(CaskError) in try write(.put, key: key, value: value) }
+    /// Complexity: O(key + value): one LZ4 compression, one checksum, and (outside `.buffered`) one
+    /// `pwrite`. Contiguous collections (`[UInt8]`, `ArraySlice`, `Data`) are not copied.
+    @inlinable
+    public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>) throws(CaskError) {
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in
+            try Self.withContiguousBytes(value) { (value) throws(CaskError) in
+                _ = try write(.put, key: key, value: value)
+            }
         }
     }
 
     /// Sets the UTF-8 bytes of `key` to `value`.
-    public func put(_ key: String, _ value: [UInt8]) throws(CaskError) {
-        try put(Array(key.utf8), value)
+    @inlinable
+    public func put(_ key: String, _ value: some Collection<UInt8>) throws(CaskError) {
+        try put(key.utf8, value)
     }
 
     /// Deletes `key` by appending a tombstone. Returns whether the key existed; deleting a missing
-    /// key writes nothing. Durability as for ``put(_:_:)-(Array<UInt8>,_)``.
-    @discardableResult
-    public func delete(_ key: [UInt8]) throws(CaskError) -> Bool {
-        try key.withBytes { (key) throws(CaskError) in try write(.delete, key: key, value: UnsafeRawBufferPointer(start: nil, count: 0)) }
+    /// key writes nothing. Durable on return as for `put`.
+    @inlinable @discardableResult
+    public func delete(_ key: some Collection<UInt8>) throws(CaskError) -> Bool {
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in
+            try write(.delete, key: key, value: UnsafeRawBufferPointer(start: nil, count: 0))
+        }
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public func delete(_ key: String) throws(CaskError) -> Bool {
-        try delete(Array(key.utf8))
+        try delete(key.utf8)
+    }
+
+    /// Calls `body` with the bytes of `collection`, without copying when they are contiguous.
+    @inlinable
+    static func withContiguousBytes<C: Collection<UInt8>, R>(
+        _ collection: C, _ body: (UnsafeRawBufferPointer) throws(CaskError) -> R
+    ) throws(CaskError) -> R {
+        var result: Result<R, CaskError>?
+        collection.withContiguousStorageIfAvailable { buffer in
+            result = Result { () throws(CaskError) in try body(UnsafeRawBufferPointer(buffer)) }
+        }
+        if let result { return try result.get() }
+        return try Array(collection).withBytes(body)
     }
 
     /// Makes every write that returned before this call durable (`fdatasync`), in any durability mode.
@@ -55,7 +75,7 @@ extension CaskStore {
     }
 
     /// Appends one record and points the index at it. Returns false for a delete of a missing key.
-    @discardableResult
+    @usableFromInline @discardableResult
     func write(_ type: RecordType, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, expiresAt: UInt64? = nil) throws(CaskError) -> Bool {
         try validate(key: key, valueLength: value.count)
         guard let writer else {

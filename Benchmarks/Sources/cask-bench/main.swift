@@ -1,0 +1,72 @@
+import Cask
+import Foundation
+
+// cask-bench: db_bench-style workloads. `--quick` runs 100,000 entries; the default is 1,000,000.
+// Output: one RESULT line per run, then the median of the runs per workload.
+
+var num = 1_000_000
+var runs = 3
+var valueSize = 100
+var root = NSTemporaryDirectory() + "/cask-bench-\(getpid())"
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--quick": num = 100_000
+    case "--num": num = Int(arguments.popFirst() ?? "") ?? num
+    case "--runs": runs = Int(arguments.popFirst() ?? "") ?? runs
+    case "--value-size": valueSize = Int(arguments.popFirst() ?? "") ?? valueSize
+    case "--dir": root = arguments.popFirst() ?? root
+    case "--help", "-h":
+        print("""
+        USAGE: cask-bench [--quick] [--num N] [--runs R] [--value-size B] [--dir PATH]
+
+        Runs db_bench-style workloads against Cask (release build: swift run -c release cask-bench).
+        --quick        100,000 entries instead of 1,000,000
+        --runs R       repeat each workload R times and report the median (default 3)
+        """)
+        exit(0)
+    default:
+        FileHandle.standardError.write("Error: unknown argument \(argument)\n".data(using: .utf8)!)
+        exit(64)
+    }
+}
+try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+defer { if ProcessInfo.processInfo.environment["CASK_BENCH_KEEP"] == nil { try? FileManager.default.removeItem(atPath: root) } }
+
+let data = BenchmarkData(count: num, valueSize: valueSize, seed: 301)
+var results: [String: [Measurement]] = [:]
+var order: [String] = []
+@MainActor func record(_ m: Measurement) {
+    print(m.line)
+    let key = "\(m.workload) \(m.mode)" + (m.extra.first { $0.0 == "writers" }.map { " writers=\($0.1)" } ?? "")
+    if results[key] == nil { order.append(key) }
+    results[key, default: []].append(m)
+}
+
+for run in 0..<runs {
+    let workloads = CaskWorkloads(data: data, root: root, seed: 1000 + UInt64(run))
+    let (seq, _) = try workloads.fill("fillseq", durability: .os, order: Array(0..<num))
+    record(seq)
+    let (random, dir) = try workloads.fill("fillrandom", durability: .os, order: data.shuffledIndices(seed: 7 + UInt64(run)))
+    record(random)
+    let (buffered, _) = try workloads.fill("fillrandom_buffered", durability: .buffered, order: data.shuffledIndices(seed: 9 + UInt64(run)))
+    var renamed = buffered
+    renamed.workload = "fillrandom"
+    record(renamed)
+    record(try workloads.readRandom(dir, missing: false))
+    record(try workloads.readRandom(dir, missing: true))
+    record(try workloads.open(dir, withHints: true))
+    record(try workloads.overwrite(dir, durability: .os))
+    record(try workloads.open(dir, withHints: false))
+    for writers in [1, 16] {
+        record(try workloads.fillSync(count: min(num / 10, 2000 * writers / max(1, writers / 4)), writers: writers))
+    }
+}
+
+print("\nMEDIANS (\(runs) runs, num=\(num))")
+for key in order {
+    let ms = results[key]!.sorted { $0.opsPerSecond < $1.opsPerSecond }
+    let median = ms[ms.count / 2]
+    print(String(format: "%-34@ %12.0f ops/s  (min %.0f, max %.0f)  %@", key as NSString, median.opsPerSecond,
+                 ms.first!.opsPerSecond, ms.last!.opsPerSecond, median.extra.map { "\($0.0)=\($0.1)" }.joined(separator: " ") as NSString))
+}
