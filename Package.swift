@@ -24,7 +24,7 @@ let package = Package(
             name: "CaskTests",
             dependencies: ["Cask", "CaskTestSupport", "cask", "cask-crash-writer"],
             path: "Tests/CaskTests",
-            resources: [.copy("Fixtures")]
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

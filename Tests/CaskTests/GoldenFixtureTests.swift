@@ -1,0 +1,90 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// A store checked into the repository (Tests/CaskTests/Fixtures/golden-v1), written by a fixed
+/// sequence of operations. Two checks keep the on-disk format from changing unnoticed:
+/// the fixture opens with exactly the expected contents, and replaying the same operations today
+/// produces byte-identical files. If a change is intended, bump the format version, document it in
+/// FORMAT.md, and regenerate with `CASK_REGENERATE_FIXTURES=1 swift test --filter GoldenFixtureTests`.
+final class GoldenFixtureTests: XCTestCase {
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/golden-v1").path
+
+    /// The operations that made the fixture, and the contents they leave.
+    static func write(into directory: String) throws -> [String: [UInt8]] {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4096
+        let store = try CaskStore.open(at: directory, options: options)
+        var expected: [String: [UInt8]] = [:]
+        func put(_ key: String, _ value: [UInt8]) throws {
+            try store.put(key, value)
+            expected[key] = value
+        }
+        try put("alpha", Array("one".utf8))
+        try put("user/42", Array(String(repeating: "name=Ada Lovelace;", count: 6).utf8))
+        try put("empty", [])
+        try store.delete("alpha")
+        expected["alpha"] = nil
+        var generator = SeededGenerator(seed: 42)
+        try put("binary/\u{1}", generator.bytes(40))
+        try put("alpha", Array("two".utf8))
+        for i in 0..<60 {
+            let noise = generator.bytes(24).map { String($0, radix: 16) }.joined(separator: " ")
+            let text = "draft \(i): " + String(repeating: "lorem ipsum ", count: 4) + noise
+            try put("drafts/ada/\(1_000 + i)", Array(text.utf8))
+        }
+        for i in stride(from: 0, to: 60, by: 7) {
+            try store.delete("drafts/ada/\(1_000 + i)")
+            expected["drafts/ada/\(1_000 + i)"] = nil
+        }
+        try put("user/42", Array("name=Ada Lovelace".utf8))
+        try store.close()
+        return expected
+    }
+
+    static func files(in directory: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name != "LOCK" {
+            files[name] = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+        }
+        return files
+    }
+
+    func testReplayProducesIdenticalFiles() throws {
+        let scratch = TemporaryDirectory("cask-golden")
+        _ = try Self.write(into: scratch.path)
+        if ProcessInfo.processInfo.environment["CASK_REGENERATE_FIXTURES"] != nil {
+            try? FileManager.default.removeItem(atPath: Self.fixture)
+            try FileManager.default.createDirectory(atPath: Self.fixture, withIntermediateDirectories: true)
+            for (name, bytes) in try Self.files(in: scratch.path) {
+                try bytes.write(to: URL(fileURLWithPath: Self.fixture + "/" + name))
+            }
+        }
+        let golden = try Self.files(in: Self.fixture)
+        let replayed = try Self.files(in: scratch.path)
+        XCTAssertEqual(Set(golden.keys), Set(replayed.keys))
+        XCTAssertGreaterThanOrEqual(golden.keys.filter { $0.hasSuffix(".cask") }.count, 2, "fixture should span segments")
+        for (name, bytes) in golden {
+            XCTAssertEqual(replayed[name], bytes, "\(name) differs from the golden fixture: the on-disk format changed")
+        }
+    }
+
+    func testFixtureOpensWithExpectedContents() throws {
+        let scratch = TemporaryDirectory("cask-golden-expected")
+        let expected = try Self.write(into: scratch.path)
+        for useHints in [true, false] {
+            let copy = TemporaryDirectory("cask-golden-copy")
+            for (name, bytes) in try Self.files(in: Self.fixture) where useHints || !name.hasSuffix(".hint") {
+                try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name))
+            }
+            let store = try CaskStore.open(at: copy.path, options: .init(durability: .os, readOnly: true))
+            XCTAssertTrue(store.recoveryReport.isClean, "\(store.recoveryReport)")
+            XCTAssertEqual(store.count, expected.count)
+            for (key, value) in expected { XCTAssertEqual(try store.get(key), value, key) }
+            XCTAssertNil(try store.get("alpha2"))
+            XCTAssertEqual(try store.keys(prefix: Array("drafts/".utf8)).count, expected.keys.filter { $0.hasPrefix("drafts/") }.count)
+            try store.close()
+        }
+    }
+}
