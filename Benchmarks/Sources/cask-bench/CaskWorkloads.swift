@@ -92,13 +92,21 @@ struct CaskWorkloads {
         let store = try CaskStore.open(at: dir, options: options(.fsync))
         let perWriter = count / writers
         let failures = Atomic(0)
+        let data = data
         let seconds = Clock.time {
-            DispatchQueue.concurrentPerform(iterations: writers) { writer in
-                for n in 0..<perWriter {
-                    let i = writer * perWriter + n
-                    do { try store.put(data.key(i), data.value(i)) } catch { failures.add(1) }
+            // One OS thread per writer (a dispatch pool would cap them at the core count).
+            let done = DispatchGroup()
+            for writer in 0..<writers {
+                done.enter()
+                Thread.detachNewThread {
+                    for n in 0..<perWriter {
+                        let i = writer * perWriter + n
+                        do { try store.put(data.key(i), data.value(i)) } catch { failures.add(1) }
+                    }
+                    done.leave()
                 }
             }
+            done.wait()
         }
         try store.close()
         precondition(failures.value == 0)

@@ -8,6 +8,7 @@ var num = 1_000_000
 var runs = 3
 var valueSize = 100
 var root = NSTemporaryDirectory() + "/cask-bench-\(getpid())"
+var only: Set<String>?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
@@ -16,6 +17,7 @@ while let argument = arguments.popFirst() {
     case "--runs": runs = Int(arguments.popFirst() ?? "") ?? runs
     case "--value-size": valueSize = Int(arguments.popFirst() ?? "") ?? valueSize
     case "--dir": root = arguments.popFirst() ?? root
+    case "--only": only = Set((arguments.popFirst() ?? "").split(separator: ",").map(String.init))
     case "--help", "-h":
         print("""
         USAGE: cask-bench [--quick] [--num N] [--runs R] [--value-size B] [--dir PATH]
@@ -23,6 +25,7 @@ while let argument = arguments.popFirst() {
         Runs db_bench-style workloads against Cask (release build: swift run -c release cask-bench).
         --quick        100,000 entries instead of 1,000,000
         --runs R       repeat each workload R times and report the median (default 3)
+        --only A,B     run only these workloads (fill workloads run when a later one needs the store)
         """)
         exit(0)
     default:
@@ -37,6 +40,7 @@ let data = BenchmarkData(count: num, valueSize: valueSize, seed: 301)
 var results: [String: [Measurement]] = [:]
 var order: [String] = []
 @MainActor func record(_ m: Measurement) {
+    if let only, !only.contains(m.workload) { return }
     print(m.line)
     let key = "\(m.workload) \(m.mode)" + (m.extra.first { $0.0 == "writers" }.map { " writers=\($0.1)" } ?? "")
     if results[key] == nil { order.append(key) }
@@ -45,21 +49,22 @@ var order: [String] = []
 
 for run in 0..<runs {
     let workloads = CaskWorkloads(data: data, root: root, seed: 1000 + UInt64(run))
-    let (seq, _) = try workloads.fill("fillseq", durability: .os, order: Array(0..<num))
-    record(seq)
+    func wanted(_ names: String...) -> Bool { only == nil || names.contains { only!.contains($0) } }
+    if wanted("fillseq") { record(try workloads.fill("fillseq", durability: .os, order: Array(0..<num)).0) }
     let (random, dir) = try workloads.fill("fillrandom", durability: .os, order: data.shuffledIndices(seed: 7 + UInt64(run)))
     record(random)
-    let (buffered, _) = try workloads.fill("fillrandom_buffered", durability: .buffered, order: data.shuffledIndices(seed: 9 + UInt64(run)))
-    var renamed = buffered
-    renamed.workload = "fillrandom"
-    record(renamed)
+    if wanted("fillrandom") {
+        var buffered = try workloads.fill("fillrandom_buffered", durability: .buffered, order: data.shuffledIndices(seed: 9 + UInt64(run))).0
+        buffered.workload = "fillrandom"
+        record(buffered)
+    }
     record(try workloads.readRandom(dir, missing: false))
     record(try workloads.readRandom(dir, missing: true))
     record(try workloads.open(dir, withHints: true))
     record(try workloads.overwrite(dir, durability: .os))
     record(try workloads.open(dir, withHints: false))
-    for writers in [1, 16] {
-        record(try workloads.fillSync(count: min(num / 10, 2000 * writers / max(1, writers / 4)), writers: writers))
+    for writers in [1, 4, 16] where wanted("fillsync") {
+        record(try workloads.fillSync(count: min(num / 10, 10_000), writers: writers))
     }
 }
 

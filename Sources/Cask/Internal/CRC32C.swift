@@ -4,8 +4,10 @@
 /// is `0xE3069283`. Thread-safe: the tables are immutable.
 package enum CRC32C {
     /// Eight 256-entry tables; table 0 is the classic byte-at-a-time table.
-    private static let tables: [UInt32] = {
-        var tables = [UInt32](repeating: 0, count: 8 * 256)
+    /// Allocated once for the life of the process and never written after initialization.
+    nonisolated(unsafe) private static let table: UnsafePointer<UInt32> = {
+        let tables = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
+        tables.initialize(repeating: 0, count: 8 * 256)
         for byte in 0..<256 {
             var crc = UInt32(byte)
             for _ in 0..<8 { crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
@@ -18,12 +20,13 @@ package enum CRC32C {
                 tables[slice * 256 + byte] = crc
             }
         }
-        return tables
+        return UnsafePointer(tables)
     }()
 
     /// The CRC-32C of `bytes`, continuing from a previous checksum `crc` (0 to start).
     package static func checksum(of bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
-        tables.withUnsafeBufferPointer { table in
+        do {
+            let table = Self.table
             var crc = ~crc
             var index = 0
             let count = bytes.count

@@ -11,7 +11,8 @@ import Musl
 /// The value must not escape the closure; that is what makes the `@unchecked Sendable` sound.
 package final class Lock<Value: ~Copyable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    /// Reached only under the lock, which already excludes overlapping access.
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: consuming Value) {
         self.value = value

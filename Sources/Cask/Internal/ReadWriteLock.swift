@@ -10,7 +10,8 @@ import Musl
 /// This is the one place the store's shared state crosses threads, hence `@unchecked Sendable`.
 package final class ReadWriteLock<Value>: @unchecked Sendable {
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
-    private var value: Value
+    /// Reached only under the lock, which already excludes overlapping access.
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: Value) {
         self.value = value
@@ -42,7 +43,8 @@ package final class ReadWriteLock<Value>: @unchecked Sendable {
 package final class ConditionLock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var value: Value
+    /// Reached only under the lock, which already excludes overlapping access.
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: Value) {
         self.value = value
