@@ -129,6 +129,21 @@ package struct PosixFileSystem: FileSystem {
 }
 
 extension FileSystem {
+    /// Maps `length` bytes of `fd` read-only and shared (`mmap(PROT_READ, MAP_SHARED)`), so that
+    /// bytes written to the file later are visible through the mapping. Touching a page past the end
+    /// of the file raises SIGBUS: callers read only below a length they know the file has.
+    /// A default implementation, so that test file systems need not forward it.
+    package func map(_ fd: Int32, length: Int) throws(Errno) -> UnsafeRawPointer {
+        guard let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0), address != MAP_FAILED else {
+            throw Errno.current
+        }
+        return UnsafeRawPointer(address)
+    }
+
+    package func unmap(_ address: UnsafeRawPointer, length: Int) {
+        _ = munmap(UnsafeMutableRawPointer(mutating: address), length)
+    }
+
     /// Writes all of `buffer` at `offset`, looping over short writes.
     /// On failure, some prefix of the buffer may have been written.
     package func writeAll(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {

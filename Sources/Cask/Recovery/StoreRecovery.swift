@@ -27,12 +27,14 @@ package struct StoreRecovery {
     let fileSystem: any FileSystem
     let writable: Bool
     let maxSegmentSize: Int64
+    let mapReads: Bool
 
-    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64) {
+    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool) {
         self.directory = directory
         self.fileSystem = fileSystem
         self.writable = writable
         self.maxSegmentSize = maxSegmentSize
+        self.mapReads = mapReads
     }
 
     package func run() throws(CaskError) -> Result {
@@ -76,7 +78,9 @@ package struct StoreRecovery {
             fileSystem.close(fd)
             throw CaskError.from(error, operation: "fstat", path: segmentPath)
         }
-        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem)
+        // The last segment may go on growing: map it at its maximum size.
+        let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
+        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength)
         var stats = SegmentStats(id: id)
         stats.sealed = !isLast
 

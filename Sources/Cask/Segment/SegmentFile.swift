@@ -1,25 +1,53 @@
 import Synchronization
 
 /// An open segment file. Readers hold a reference while they read, so a file that compaction
-/// removes stays readable until the last reader lets go; the descriptor closes on deinit.
-package final class SegmentFile: Sendable {
+/// removes stays readable until the last reader lets go; the descriptor closes and the mapping is
+/// released on deinit.
+///
+/// Reads go through a read-only shared mapping when there is one (no syscall, no copy), else `pread`.
+/// The mapping may extend past the end of the file (the active segment is mapped at its maximum
+/// size up front); readers only touch bytes below ``writtenLength``. `@unchecked Sendable`: the
+/// mapping is immutable after init and only read.
+package final class SegmentFile: @unchecked Sendable {
     package let id: UInt64
     package let path: String
     package let fd: Int32
     private let fileSystem: any FileSystem
+    /// The start of the mapping, or nil when the file is read with `pread`.
+    package let mapping: UnsafeRawPointer?
+    private let mappedLength: Int
     /// Bytes of the file that have been handed to the OS (`pwrite`): `pread` can serve them.
     /// Bytes past this are still in the writer's buffer.
     package let writtenLength: Atomic<Int64>
 
-    package init(id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem) {
+    /// `mapLength`: bytes to map for reading (0 for none); a failed mapping falls back to `pread`.
+    package init(id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0) {
         self.id = id
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem
         writtenLength = Atomic(length)
+        if mapLength > 0, let address = try? fileSystem.map(fd, length: mapLength) {
+            mapping = address
+            mappedLength = mapLength
+        } else {
+            mapping = nil
+            mappedLength = 0
+        }
     }
 
-    deinit { fileSystem.close(fd) }
+    deinit {
+        if let mapping { fileSystem.unmap(mapping, length: mappedLength) }
+        fileSystem.close(fd)
+    }
+
+    /// The mapped bytes of a record that lies below ``writtenLength``, or nil without a mapping.
+    /// Valid while this file object is alive.
+    @inline(__always)
+    package func mappedBytes(_ location: RecordLocation) -> UnsafeRawBufferPointer? {
+        guard let mapping, Int(location.offset) + Int(location.length) <= mappedLength else { return nil }
+        return UnsafeRawBufferPointer(start: mapping + Int(location.offset), count: Int(location.length))
+    }
 
     /// Reads `location.length` bytes at `location.offset` into `buffer` (which has at least that many).
     package func read(_ location: RecordLocation, into buffer: UnsafeMutableRawBufferPointer) throws(CaskError) {

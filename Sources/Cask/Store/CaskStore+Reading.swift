@@ -84,6 +84,10 @@ extension CaskStore {
             }
             if let buffered { return try buffered.get() }
         }
+        // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
+        if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
+            return try Self.decodeValue(mapped, key: key, file: file, offset: location.offset)
+        }
         let length = Int(location.length)
         return try withScratchBytes(length) { (buffer) throws(CaskError) -> [UInt8]? in
             try file.read(location, into: buffer)

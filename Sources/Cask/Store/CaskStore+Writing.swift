@@ -127,7 +127,8 @@ extension CaskStore {
                 throw failure
             }
         }
-        let next = try StoreWriter.createSegment(id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem)
+        let next = try StoreWriter.createSegment(
+            id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem, mapLength: options.segmentMapLength)
         w.nextSegmentID += 1
         if options.durability != .fsync { w.unsyncedSealed.append(sealed) }
         w.active = next
@@ -220,12 +221,13 @@ extension CaskStore {
         let timer = DispatchSource.makeTimerSource(queue: background)
         let interval = DispatchTimeInterval.microseconds(Int(options.flushInterval * 1_000_000))
         timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in
-            guard let self, let writer = self.writer else { return }
+        // Captures the writer, not the store: the store's deinit must never run on this queue.
+        let writer = writer, bufferSize = options.bufferSize
+        timer.setEventHandler {
             // A failed flush keeps the buffer; the next write or sync reports the error.
-            writer.withLock { w in
+            writer?.withLock { w in
                 guard !w.closed, w.failure == nil else { return }
-                try? w.flush(bufferLimit: self.options.bufferSize)
+                try? w.flush(bufferLimit: bufferSize)
             }
         }
         timer.resume()

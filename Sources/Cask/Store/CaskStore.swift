@@ -92,7 +92,8 @@ public final class CaskStore: Sendable {
         }
 
         var recovered = try StoreRecovery(
-            directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize
+            directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
+            mapReads: options.memoryMappedReads
         ).run()
         recoveryReport = recovered.report
 
@@ -104,7 +105,8 @@ public final class CaskStore: Sendable {
                 active = recoveredActive
             } else {
                 active = try StoreWriter.createSegment(
-                    id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem)
+                    id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
+                    mapLength: options.segmentMapLength)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)

@@ -19,10 +19,18 @@ extension CaskStore {
         public var flushInterval: Double = 0.1
         /// Write hint files for sealed segments (and the active one on close), so opens skip values.
         public var writeHints = true
+        /// Serve reads from read-only memory mappings of the segment files (no syscall per read)
+        /// instead of `pread`. Default true. The trade-off: with a mapping, a disk I/O error or a
+        /// segment truncated by another program while the store is open raises SIGBUS instead of
+        /// throwing ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
+        public var memoryMappedReads = true
         /// The file system seam; tests inject faults through it.
         package var fileSystem: any FileSystem = PosixFileSystem()
 
         public init() {}
+
+        /// How much of a new segment to map for reads.
+        var segmentMapLength: Int { memoryMappedReads ? Int(maxSegmentSize) : 0 }
 
         public init(durability: Durability, readOnly: Bool = false) {
             self.durability = durability

@@ -55,7 +55,10 @@ package struct StoreWriter: ~Copyable {
     }
 
     /// Creates segment `id` with its header and makes its directory entry durable.
-    package static func createSegment(id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem) throws(CaskError) -> SegmentFile {
+    /// `mapLength`: bytes to map for reads up front (the segment's maximum size), 0 for `pread`.
+    package static func createSegment(
+        id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int
+    ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
         let header = SegmentHeader(segmentID: id, baseSeq: baseSeq).encoded()
         let fd: Int32
@@ -72,7 +75,7 @@ package struct StoreWriter: ~Copyable {
             try? fileSystem.unlink(path)
             throw CaskError.from(error, operation: "create segment", path: path)
         }
-        return SegmentFile(id: id, path: path, fd: fd, length: Int64(header.count), fileSystem: fileSystem)
+        return SegmentFile(id: id, path: path, fd: fd, length: Int64(header.count), fileSystem: fileSystem, mapLength: mapLength)
     }
 }
 
