@@ -1,0 +1,269 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension CaskStore {
+    /// Checks every record of every segment in `directory` and every hint file against its segment.
+    ///
+    /// Opens nothing for writing, takes no lock and changes nothing, so it runs safely next to a
+    /// process that has the store open for writing (whose last segment may then end in an append
+    /// still in progress, reported as ``VerificationReport/Problem/Kind/tornTail``).
+    /// Hint files are never trusted: each segment is scanned in full, each compressed payload is
+    /// decompressed, and each hint file is compared with the scan entry by entry.
+    ///
+    /// Damage is reported, not thrown. Throws only when the store cannot be read at all: the
+    /// directory is missing, a file cannot be opened or read, or a segment has a newer format
+    /// (``CaskError/unsupportedFormat(path:version:)``).
+    /// Complexity: O(bytes on disk); memory O(largest hint file).
+    public static func verify(at directory: String) throws(CaskError) -> VerificationReport {
+        try StoreVerifier(directory: directory, fileSystem: PosixFileSystem()).run()
+    }
+}
+
+/// The work behind ``CaskStore/verify(at:)``. Reuses ``SegmentScanner`` for records,
+/// ``SegmentHeader`` for headers and ``HintFile`` for hints; adds only the cross-checks.
+package struct StoreVerifier {
+    let directory: String
+    let fileSystem: any FileSystem
+
+    package init(directory: String, fileSystem: any FileSystem) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+    }
+
+    package func run() throws(CaskError) -> VerificationReport {
+        switch fileSystem.isDirectory(directory) {
+        case .some(true): break
+        case .some(false): throw CaskError.io(operation: "verify", path: directory, errno: .notDirectory)
+        case .none: throw CaskError.io(operation: "verify", path: directory, errno: .noEntry)
+        }
+        let names: [String]
+        do { names = try fileSystem.listDirectory(directory) } catch {
+            throw CaskError.from(error, operation: "list directory", path: directory)
+        }
+        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        let hintIDs = Set(names.compactMap(Self.hintSegmentID(fromFileName:)))
+        var report = VerificationReport(directory: directory)
+        for (position, id) in ids.enumerated() {
+            try verifySegment(id: id, isLast: position == ids.count - 1, hasHint: hintIDs.contains(id), into: &report)
+        }
+        for id in hintIDs.subtracting(ids).sorted() {
+            report.invalidHints.append(.init(file: path(SegmentName.hint(id)), reason: "there is no segment \(SegmentName.segment(id)) for it"))
+        }
+        return report
+    }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    /// The segment id named by a hint file name (`0000000001.hint`), or nil for any other file.
+    static func hintSegmentID(fromFileName name: String) -> UInt64? {
+        guard name.hasSuffix(SegmentName.hintExtension) else { return nil }
+        return SegmentName.segmentID(fromFileName: String(name.dropLast(SegmentName.hintExtension.count)) + SegmentName.segmentExtension)
+    }
+
+    private func verifySegment(id: UInt64, isLast: Bool, hasHint: Bool, into report: inout VerificationReport) throws(CaskError) {
+        let segmentPath = path(SegmentName.segment(id))
+        let fd: Int32
+        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
+            if error == .noEntry { return }  // Removed since the directory was listed (compaction).
+            throw CaskError.from(error, operation: "open", path: segmentPath)
+        }
+        defer { fileSystem.close(fd) }
+        let length: Int64
+        do { length = try fileSystem.fileSize(fd) } catch {
+            throw CaskError.from(error, operation: "fstat", path: segmentPath)
+        }
+        var segment = VerificationReport.Segment(id: id, file: segmentPath, bytes: length)
+        var problems: [VerificationReport.Problem] = []
+        func problem(_ kind: VerificationReport.Problem.Kind, _ offset: Int64, _ length: Int64, _ reason: String) {
+            problems.append(.init(kind: kind, file: segmentPath, offset: offset, length: length, reason: reason))
+        }
+
+        // Header.
+        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.length)
+        let headerCount: Int
+        do {
+            headerCount = try headerBytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        } catch {
+            throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
+        }
+        switch headerBytes[0..<headerCount].withUnsafeBytes({ SegmentHeader.decode($0) }) {
+        case .success(let header):
+            if header.segmentID != id {
+                problem(.segmentHeader, 16, 8, "header names segment \(header.segmentID), file name says \(id)")
+            }
+        case .failure(.unsupportedVersion(let version)):
+            throw CaskError.unsupportedFormat(path: segmentPath, version: version)
+        case .failure(.tooShort) where isLast:
+            problem(.tornTail, 0, length, "segment header is incomplete (\(length) of \(SegmentHeader.length) bytes)")
+        case .failure(let header):
+            problem(.segmentHeader, 0, min(length, Int64(SegmentHeader.length)), "invalid segment header: \(header.explanation)")
+        }
+
+        // The hint, read in full before the scan so the scan can check it as it goes.
+        var hint: HintCheck?
+        var hintFailure: String?
+        if hasHint {
+            switch loadHint(id: id, segmentLength: length) {
+            case .success(let loaded): hint = loaded
+            case .failure(let failure): hintFailure = failure.reason
+            }
+        }
+
+        // Every record.
+        var corrupt: [SegmentScanner.CorruptRange] = []
+        var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
+        _ = try scanner.scan(
+            from: min(Int64(SegmentHeader.length), length),
+            onRecord: { offset, header, bytes in
+                segment.records += 1
+                if let reason = Self.payloadProblem(header, bytes) {
+                    problem(.record, offset, Int64(header.recordLength), reason)
+                }
+                hint?.check(offset: offset, header: header, record: bytes)
+            },
+            onCorrupt: { corrupt.append($0) })
+        for (position, range) in corrupt.enumerated() {
+            let isTail = isLast && position == corrupt.count - 1 && range.offset + range.length == length
+            problem(isTail ? .tornTail : .record, range.offset, range.length, range.reason)
+        }
+
+        if let hint {
+            if let mismatch = hint.finish() {
+                hintFailure = mismatch
+            } else {
+                segment.hint = .valid(entries: hint.entries.count, coveredBytes: hint.coveredLength)
+            }
+        }
+        if let hintFailure {
+            segment.hint = .invalid
+            report.invalidHints.append(.init(file: path(SegmentName.hint(id)), reason: hintFailure))
+        }
+        problems.sort { $0.offset < $1.offset }
+        report.problems += problems
+        report.segments.append(segment)
+    }
+
+    /// Why a record that passed its checksum still cannot be read, or nil when it can.
+    private static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer) -> String? {
+        guard header.isCompressed else { return nil }
+        let start = header.headerLength + header.keyLength
+        let payload = UnsafeRawBufferPointer(rebasing: record[start..<(start + header.storedLength)])
+        let expands = withScratchBytes(header.valueLength) { LZ4Decompressor.decompress(payload, into: $0) }
+        return expands ? nil : "LZ4 payload does not expand to \(header.valueLength) bytes"
+    }
+
+    private struct HintFailure: Error {
+        var reason: String
+    }
+
+    private func loadHint(id: UInt64, segmentLength: Int64) -> Result<HintCheck, HintFailure> {
+        let hintPath = path(SegmentName.hint(id))
+        let fd: Int32
+        do { fd = try fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) } catch {
+            return .failure(.init(reason: "cannot open: \(error)"))
+        }
+        defer { fileSystem.close(fd) }
+        let size: Int64
+        do { size = try fileSystem.fileSize(fd) } catch {
+            return .failure(.init(reason: "cannot stat: \(error)"))
+        }
+        // The same bound recovery applies before reading a hint into memory.
+        guard size >= Int64(HintFile.headerLength), size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
+            return .failure(.init(reason: "hint file is \(size) bytes, impossible for a segment of \(segmentLength) bytes"))
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        do {
+            let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            guard read == Int(size) else { return .failure(.init(reason: "file shrank while it was read")) }
+        } catch {
+            return .failure(.init(reason: "cannot read: \(error)"))
+        }
+        var check = HintCheck()
+        let summary = bytes.withUnsafeBytes { raw in
+            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength) { check.add($0) }
+        }
+        guard let summary else {
+            return .failure(.init(reason: "hint file fails validation (header, block checksum or entry encoding), or describes more than the segment's \(segmentLength) bytes"))
+        }
+        check.coveredLength = summary.coveredLength
+        return .success(check)
+    }
+}
+
+/// A hint file's entries, compared one by one with the records a segment scan finds.
+private struct HintCheck {
+    struct Entry {
+        var offset: Int64
+        var type: RecordType
+        var flags: UInt8
+        var seq: UInt64
+        var recordLength: Int
+        var valueLength: Int
+        var expiresAt: UInt64?
+        var keyRange: Range<Int>
+    }
+
+    var entries: [Entry] = []
+    /// Key bytes of all entries, back to back (entry keys are only valid during the hint callback).
+    var keys: [UInt8] = []
+    var coveredLength: Int64 = 0
+    private var next = 0
+    private var mismatch: String?
+
+    mutating func add(_ entry: HintEntry) {
+        let start = keys.count
+        keys.append(contentsOf: entry.key)
+        entries.append(Entry(
+            offset: entry.offset, type: entry.type, flags: entry.flags, seq: entry.seq, recordLength: entry.recordLength,
+            valueLength: entry.valueLength, expiresAt: entry.expiresAt, keyRange: start..<keys.count))
+    }
+
+    /// Checks the valid record the scan found at `offset` against the next hint entry.
+    mutating func check(offset: Int64, header: RecordHeader, record: UnsafeRawBufferPointer) {
+        guard mismatch == nil, offset < coveredLength else { return }
+        guard next < entries.count, entries[next].offset <= offset else {
+            mismatch = "the segment has a record at offset \(offset) that the hint does not list"
+            return
+        }
+        let entry = entries[next]
+        guard entry.offset == offset else {
+            mismatch = "the hint lists a record at offset \(entry.offset) that the segment does not hold"
+            return
+        }
+        next += 1
+        let key = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
+        var differences: [String] = []
+        if entry.type != header.type { differences.append("type") }
+        if entry.flags != header.flags { differences.append("flags") }
+        if entry.seq != header.seq { differences.append("sequence number") }
+        if entry.recordLength != header.recordLength { differences.append("record length") }
+        if entry.valueLength != header.valueLength { differences.append("value length") }
+        if entry.expiresAt != header.expiresAt { differences.append("expiry") }
+        if !keys[entry.keyRange].elementsEqual(key) { differences.append("key") }
+        if !differences.isEmpty {
+            mismatch = "the entry for the record at offset \(offset) differs from it in: \(differences.joined(separator: ", "))"
+        }
+    }
+
+    /// After the scan: the first disagreement between hint and segment, or nil when they agree.
+    func finish() -> String? {
+        if let mismatch { return mismatch }
+        if next < entries.count {
+            return "the hint lists a record at offset \(entries[next].offset) that the segment does not hold"
+        }
+        return nil
+    }
+}
+
+extension SegmentHeader.Problem {
+    /// A sentence for reports.
+    var explanation: String {
+        switch self {
+        case .tooShort: "the file is shorter than the \(SegmentHeader.length)-byte header"
+        case .badMagic: "bad magic number (not a Cask segment)"
+        case .unsupportedVersion(let version): "format version \(version) (this Cask reads format 1)"
+        case .badChecksum: "header checksum mismatch"
+        }
+    }
+}

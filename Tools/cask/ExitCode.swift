@@ -1,0 +1,10 @@
+/// The tool's exit statuses (sysexits.h values for usage and data errors).
+enum ExitCode: Int32 {
+    case success = 0
+    /// The command could not do its job: a missing key, a locked store, an I/O error.
+    case failure = 1
+    /// The command line is wrong (EX_USAGE).
+    case usage = 64
+    /// The store holds damaged data (EX_DATAERR): `verify` found damage, or a read hit a bad record.
+    case dataError = 65
+}

@@ -1,0 +1,32 @@
+import Cask
+
+/// `cask get <dir> <key>`: the value goes to standard output.
+struct GetCommand: Subcommand {
+    static let help = CommandHelp(
+        name: "get",
+        abstract: "Write the value of a key to standard output.",
+        discussion: [
+            "Writes the value's bytes exactly, with no newline added. Exits 1 when the key has no value, and 65 when its record is damaged (no damaged bytes are written). Opens the store read-only and takes no lock, so it works while another process writes.",
+        ],
+        arguments: [StoreAccess.directoryArgument, StoreAccess.keyArgument],
+        options: [KeyEscaping.escapedFlag])
+
+    let directory: String
+    let key: [UInt8]
+
+    init(parsing arguments: ParsedArguments) throws(ToolError) {
+        directory = try arguments.path("dir")
+        key = try StoreAccess.key(arguments)
+    }
+
+    func run(_ output: Output) throws(ToolError) -> ExitCode {
+        let store = try StoreAccess.openForReading(directory)
+        let value = try CaskError.wrap { () throws(CaskError) in try store.get(key) }
+        try StoreAccess.close(store)
+        guard let value else {
+            throw .failure("key '\(KeyEscaping.escape(key))' has no value in \(directory)")
+        }
+        output.write(value)
+        return .success
+    }
+}

@@ -1,0 +1,96 @@
+import Cask
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Standard output (buffered, binary-safe) and standard error, written with `write(2)` only, so
+/// bytes go out exactly as given and in order.
+final class Output {
+    private var buffer: [UInt8] = []
+    private static let bufferLimit = 64 << 10
+    /// The first failure to write standard output (reported once, at exit).
+    private(set) var failure: Errno?
+
+    init() { buffer.reserveCapacity(Self.bufferLimit) }
+
+    func write(_ bytes: [UInt8]) {
+        if bytes.count >= Self.bufferLimit {
+            flush()
+            writeAll(1, bytes)
+        } else {
+            buffer += bytes
+            if buffer.count >= Self.bufferLimit { flush() }
+        }
+    }
+
+    func write(_ text: String) {
+        write(Array(text.utf8))
+    }
+
+    /// Writes `text` followed by a newline.
+    func line(_ text: String) {
+        write(text + "\n")
+    }
+
+    /// Writes `value` as pretty-printed JSON with sorted keys, followed by a newline.
+    func json<T: Encodable>(_ value: T) throws(ToolError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        do {
+            write(Array(try encoder.encode(value)) + [UInt8(ascii: "\n")])
+        } catch {
+            throw .failure("cannot encode JSON: \(error)")
+        }
+    }
+
+    /// Writes to standard error (after flushing standard output, to keep the two in order).
+    func error(_ text: String) {
+        flush()
+        writeAll(2, Array(text.utf8))
+    }
+
+    func flush() {
+        guard !buffer.isEmpty else { return }
+        writeAll(1, buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let written = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    if fd == 1, failure == nil { failure = Errno(rawValue: errno) }
+                    return
+                }
+                done += written
+            }
+        }
+    }
+}
+
+/// Standard input, read to its end.
+enum StandardInput {
+    /// All bytes of standard input. More than `limit` bytes throws ``CaskError/valueTooLarge(length:limit:)``
+    /// after reading (and counting) the rest, so nothing larger than the limit is held in memory.
+    static func readAll(limit: Int) throws(ToolError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var total = 0
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress!, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .failure("cannot read standard input: \(Errno(rawValue: errno))")
+            }
+            if count == 0 { break }
+            total += count
+            if total <= limit { bytes += chunk[0..<count] }
+        }
+        guard total <= limit else { throw .store(.valueTooLarge(length: total, limit: limit)) }
+        return bytes
+    }
+}

@@ -1,0 +1,124 @@
+import Cask
+import Foundation
+
+/// `cask stat <dir> [--json]`
+struct StatCommand: Subcommand {
+    static let help = CommandHelp(
+        name: "stat",
+        abstract: "Show key counts and space use, per store and segment.",
+        discussion: [
+            "Live bytes are the records the index points at (what compaction keeps); dead bytes are overwritten and deleted records, tombstones and damage (what compaction reclaims); disk bytes are all files in the store directory, hint files included. Per segment: its size, records, live records, live and dead bytes, and its oldest and newest sequence numbers.",
+            "Opens the store read-only and takes no lock, so it works while another process writes. Damage found while opening is counted (\"damagedRanges\"); 'cask verify' lists it.",
+        ],
+        arguments: [StoreAccess.directoryArgument],
+        options: [StoreAccess.jsonFlag])
+
+    let directory: String
+    let json: Bool
+
+    init(parsing arguments: ParsedArguments) throws(ToolError) {
+        directory = try arguments.path("dir")
+        json = arguments.flag("json")
+    }
+
+    struct Report: Encodable {
+        struct Segment: Encodable {
+            var id: UInt64
+            var file: String
+            var bytes: Int64
+            var records: Int
+            var liveRecords: Int
+            var liveBytes: Int64
+            var deadBytes: Int64
+            /// Uncompressed bytes of the values of all records.
+            var valueBytes: Int64
+            var minSeq: UInt64?
+            var maxSeq: UInt64?
+        }
+
+        var directory: String
+        var keys: Int
+        var liveBytes: Int64
+        var deadBytes: Int64
+        var segmentBytes: Int64
+        var diskBytes: Int64
+        var damagedRanges: Int
+        var segments: [Segment]
+    }
+
+    func run(_ output: Output) throws(ToolError) -> ExitCode {
+        let store = try StoreAccess.openForReading(directory)
+        let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
+        let damaged = store.recoveryReport.corruptRanges.count + store.recoveryReport.truncations.count
+        try StoreAccess.close(store)
+        let report = Report(
+            directory: directory,
+            keys: statistics.keys,
+            liveBytes: statistics.liveBytes,
+            deadBytes: statistics.deadBytes,
+            segmentBytes: statistics.segmentBytes,
+            diskBytes: try diskBytes(),
+            damagedRanges: damaged,
+            segments: statistics.segments.map { segment in
+                Report.Segment(
+                    id: segment.id, file: SegmentName.segment(segment.id), bytes: segment.fileBytes, records: segment.records,
+                    liveRecords: segment.liveRecords, liveBytes: segment.liveBytes, deadBytes: segment.deadBytes,
+                    valueBytes: segment.valueBytes, minSeq: segment.minSeq, maxSeq: segment.maxSeq)
+            })
+        if json {
+            try output.json(report)
+        } else {
+            output.write(text(report))
+            if damaged > 0 {
+                output.error("warning: \(damaged) damaged byte ranges were skipped; run 'cask verify \(directory)' for details\n")
+            }
+        }
+        return .success
+    }
+
+    private func text(_ report: Report) -> String {
+        var summary = TextTable([.init(title: "", rightAligned: false), .init(title: "", rightAligned: true)])
+        summary.showsTitles = false
+        summary.rows = [
+            ["keys:", "\(report.keys)"],
+            ["live bytes:", "\(report.liveBytes)"],
+            ["dead bytes:", "\(report.deadBytes)"],
+            ["segment bytes:", "\(report.segmentBytes)"],
+            ["disk bytes:", "\(report.diskBytes)"],
+            ["segments:", "\(report.segments.count)"],
+        ]
+        var result = "store: \(report.directory)\n" + summary.text
+        guard !report.segments.isEmpty else { return result }
+        var table = TextTable([
+            .init(title: "ID", rightAligned: true), .init(title: "FILE", rightAligned: false),
+            .init(title: "BYTES", rightAligned: true), .init(title: "RECORDS", rightAligned: true),
+            .init(title: "LIVE", rightAligned: true), .init(title: "LIVE BYTES", rightAligned: true),
+            .init(title: "DEAD BYTES", rightAligned: true), .init(title: "SEQ", rightAligned: false),
+        ])
+        for segment in report.segments {
+            let seqs = segment.minSeq.map { min in "\(min)-\(segment.maxSeq ?? min)" } ?? "-"
+            table.add([
+                "\(segment.id)", segment.file, "\(segment.bytes)", "\(segment.records)", "\(segment.liveRecords)",
+                "\(segment.liveBytes)", "\(segment.deadBytes)", seqs,
+            ])
+        }
+        result += "\n" + table.text
+        return result
+    }
+
+    /// The size of every regular file in the store directory.
+    private func diskBytes() throws(ToolError) -> Int64 {
+        let manager = FileManager.default
+        do {
+            var total: Int64 = 0
+            for name in try manager.contentsOfDirectory(atPath: directory) {
+                let attributes = try manager.attributesOfItem(atPath: directory + "/" + name)
+                guard attributes[.type] as? FileAttributeType == .typeRegular else { continue }
+                total += (attributes[.size] as? NSNumber)?.int64Value ?? 0
+            }
+            return total
+        } catch {
+            throw .failure("cannot list \(directory): \(error.localizedDescription)")
+        }
+    }
+}

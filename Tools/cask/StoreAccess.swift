@@ -1,0 +1,39 @@
+import Cask
+
+/// How the subcommands open a store, and the arguments they share.
+enum StoreAccess {
+    static let directoryArgument = CommandHelp.Argument(name: "dir", help: "The store directory.")
+    static let keyArgument = CommandHelp.Argument(
+        name: "key", help: "The key: the bytes of the argument as given (see --escaped). Put '--' before a key that starts with '-'.")
+    static let jsonFlag = CommandHelp.Option(name: "json", valueName: nil, help: "Print JSON instead of text (object keys sorted).")
+
+    /// Read-only: no lock, nothing on disk changes; works while another process writes.
+    static func openForReading(_ directory: String) throws(ToolError) -> CaskStore {
+        var options = CaskStore.Options()
+        options.readOnly = true
+        options.createIfMissing = false
+        return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
+    }
+
+    /// Takes the store's lock; fails with the holder's pid while another process writes.
+    static func openForWriting(_ directory: String, createIfMissing: Bool) throws(ToolError) -> CaskStore {
+        var options = CaskStore.Options()
+        options.createIfMissing = createIfMissing
+        return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
+    }
+
+    /// Closes `store` (flushing and syncing a writable one), reporting a failure to do so.
+    static func close(_ store: CaskStore) throws(ToolError) {
+        try CaskError.wrap { () throws(CaskError) in try store.close() }
+    }
+
+    /// A key from the command line, checked against the store's limits before anything is opened.
+    static func key(_ arguments: ParsedArguments) throws(ToolError) -> [UInt8] {
+        let key = try arguments.key(arguments.argument(keyArgument.name), label: "<key>")
+        if key.isEmpty { throw .usage(CaskError.emptyKey.description) }
+        if key.count > Limits.maxKeyLength {
+            throw .usage(CaskError.keyTooLong(length: key.count, limit: Limits.maxKeyLength).description)
+        }
+        return key
+    }
+}

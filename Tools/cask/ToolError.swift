@@ -1,0 +1,34 @@
+import Cask
+
+/// Why a command stopped. Printed as `Error: …` on standard error.
+enum ToolError: Error {
+    /// A bad command line: printed with the command's usage, exit 64.
+    case usage(String)
+    /// Exit 1 with this message.
+    case failure(String)
+    /// A store error: exit 65 when it is damage on disk, 1 otherwise.
+    case store(CaskError)
+
+    var message: String {
+        switch self {
+        case .usage(let message), .failure(let message): message
+        case .store(let error): error.description
+        }
+    }
+
+    var exitCode: ExitCode {
+        switch self {
+        case .usage: .usage
+        case .failure: .failure
+        case .store(.corruptRecord), .store(.corruptFile): .dataError
+        case .store: .failure
+        }
+    }
+}
+
+extension CaskError {
+    /// Runs `body`, wrapping a ``CaskError`` as a ``ToolError``.
+    static func wrap<R>(_ body: () throws(CaskError) -> R) throws(ToolError) -> R {
+        do { return try body() } catch { throw ToolError.store(error) }
+    }
+}

@@ -1,0 +1,100 @@
+import Cask
+
+/// `cask verify <dir> [--json]`
+struct VerifyCommand: Subcommand {
+    static let help = CommandHelp(
+        name: "verify",
+        abstract: "Check every record of every segment.",
+        discussion: [
+            "Reads every segment in full, ignoring hint files: checks each segment header, each record's lengths and checksum, and that each compressed value decompresses; then checks each hint file entry by entry against its segment. Prints the file and offset of each damaged byte range and each invalid hint file. Exits 0 when the store is clean and 65 when damage is found.",
+            "Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the last segment then shows as a torn tail).",
+        ],
+        arguments: [StoreAccess.directoryArgument],
+        options: [StoreAccess.jsonFlag])
+
+    let directory: String
+    let json: Bool
+
+    init(parsing arguments: ParsedArguments) throws(ToolError) {
+        directory = try arguments.path("dir")
+        json = arguments.flag("json")
+    }
+
+    struct Report: Encodable {
+        struct Segment: Encodable {
+            var id: UInt64
+            var file: String
+            var bytes: Int64
+            var records: Int
+            /// "absent", "valid" or "invalid".
+            var hint: String
+            var hintEntries: Int?
+        }
+
+        struct Problem: Encodable {
+            var kind: String
+            var file: String
+            var offset: Int64
+            var length: Int64
+            var reason: String
+        }
+
+        struct InvalidHint: Encodable {
+            var file: String
+            var reason: String
+        }
+
+        var directory: String
+        var clean: Bool
+        var records: Int
+        var bytes: Int64
+        var segments: [Segment]
+        var problems: [Problem]
+        var invalidHints: [InvalidHint]
+    }
+
+    func run(_ output: Output) throws(ToolError) -> ExitCode {
+        let verification = try CaskError.wrap { () throws(CaskError) in try CaskStore.verify(at: directory) }
+        if json {
+            try output.json(Self.report(verification))
+        } else {
+            output.line("Verified \(directory): \(Self.count(verification.segments.count, "segment")), \(Self.count(verification.recordsChecked, "record")), \(Self.count(verification.bytesChecked, "byte")).")
+            for problem in verification.problems { output.line("corrupt: \(problem)") }
+            for hint in verification.invalidHints { output.line("invalid hint: \(hint)") }
+            if verification.isClean {
+                output.line("No damage found.")
+            } else {
+                output.line("Damage found: \(Self.count(verification.problems.count, "damaged range")), \(Self.count(verification.invalidHints.count, "invalid hint file")).")
+            }
+        }
+        return verification.isClean ? .success : .dataError
+    }
+
+    private static func count(_ number: some BinaryInteger, _ noun: String) -> String {
+        "\(number) \(noun)\(number == 1 ? "" : "s")"
+    }
+
+    static func report(_ verification: VerificationReport) -> Report {
+        Report(
+            directory: verification.directory,
+            clean: verification.isClean,
+            records: verification.recordsChecked,
+            bytes: verification.bytesChecked,
+            segments: verification.segments.map { segment in
+                var hint = "absent"
+                var entries: Int?
+                switch segment.hint {
+                case .absent: break
+                case .valid(let count, _):
+                    hint = "valid"
+                    entries = count
+                case .invalid: hint = "invalid"
+                }
+                return Report.Segment(id: segment.id, file: segment.file, bytes: segment.bytes, records: segment.records, hint: hint, hintEntries: entries)
+            },
+            problems: verification.problems.map {
+                Report.Problem(kind: $0.kind.rawValue, file: $0.file, offset: $0.offset, length: $0.length, reason: $0.reason)
+            },
+            invalidHints: verification.invalidHints.map { Report.InvalidHint(file: $0.file, reason: $0.reason) })
+    }
+}
