@@ -103,8 +103,9 @@ package struct StoreRecovery {
             }
         case .failure(.unsupportedVersion(let version)):
             throw CaskError.unsupportedFormat(path: segmentPath, version: version)
-        case .failure(.tooShort) where keepOpenForWriting:
-            // A crash while the segment was being created: rewrite its header.
+        case .failure where keepOpenForWriting && length <= Int64(SegmentHeader.length):
+            // A crash while the segment was being created: its header is cut short, or has the right
+            // length but was not all written (zeros), and no record follows it. Rewrite the header.
             let header = SegmentHeader(segmentID: id, baseSeq: result.nextSeq).encoded()
             do {
                 try fileSystem.ftruncate(fd, length: 0)
@@ -133,6 +134,9 @@ package struct StoreRecovery {
                 result.report.segmentsFromHints += 1
             } else {
                 result.report.invalidHints.append(path(SegmentName.hint(id)))
+                // Remove it (it is rewritten later): a hint that covers more than a cut segment would
+                // look valid again, and describe the wrong records, once new writes lengthen the segment.
+                if writable { try? fileSystem.unlink(path(SegmentName.hint(id))) }
             }
         }
 

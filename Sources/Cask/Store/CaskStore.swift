@@ -146,13 +146,21 @@ public final class CaskStore: Sendable {
         if let writer {
             let closing = writer.withLock { (w) -> (SegmentFile, Int64)? in
                 defer { w.closed = true }
-                guard w.failure == nil else { return nil }
+                guard w.failure == nil else {
+                    // The store stopped writing after a failure: what it buffered or wrote since may be lost.
+                    firstError = w.failure
+                    return nil
+                }
                 do throws(CaskError) {
                     try w.flush(bufferLimit: options.bufferSize)
                     do throws(Errno) { try fileSystem.fdatasync(w.active.fd) } catch {
                         throw CaskError.syncFailed(path: w.active.path, errno: error)
                     }
-                    for sealed in w.unsyncedSealed { try? fileSystem.fdatasync(sealed.fd) }
+                    for sealed in w.unsyncedSealed {
+                        do throws(Errno) { try fileSystem.fdatasync(sealed.fd) } catch {
+                            throw CaskError.syncFailed(path: sealed.path, errno: error)
+                        }
+                    }
                     w.unsyncedSealed.removeAll()
                 } catch {
                     firstError = error
