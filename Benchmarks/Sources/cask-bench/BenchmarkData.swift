@@ -38,7 +38,8 @@ struct BenchmarkData {
 
     /// The value written for the `i`th operation.
     func value(_ i: Int) -> ArraySlice<UInt8> {
-        let start = (i * valueSize) % (Self.valueBufferSize - valueSize)
+        // Whole pieces only, as db_bench's generator wraps to the start rather than straddle the end.
+        let start = (i % (values.count / valueSize)) * valueSize
         return values[start..<(start + valueSize)]
     }
 

@@ -18,6 +18,14 @@ while let argument = arguments.popFirst() {
     case "--value-size": valueSize = Int(arguments.popFirst() ?? "") ?? valueSize
     case "--dir": root = arguments.popFirst() ?? root
     case "--only": only = Set((arguments.popFirst() ?? "").split(separator: ",").map(String.init))
+    case "--open-existing":
+        // Times opening an existing store (read-only), e.g. to profile recovery.
+        let path = arguments.popFirst() ?? "."
+        let start = Clock.now()
+        let store = try CaskStore.open(at: path, options: CaskStore.Options(durability: .os, readOnly: true))
+        let seconds = Clock.now() - start
+        print("opened \(path): \(store.count) keys in \(String(format: "%.3f", seconds)) s; \(store.recoveryReport)")
+        exit(0)
     case "--help", "-h":
         print("""
         USAGE: cask-bench [--quick] [--num N] [--runs R] [--value-size B] [--dir PATH]
@@ -26,6 +34,7 @@ while let argument = arguments.popFirst() {
         --quick        100,000 entries instead of 1,000,000
         --runs R       repeat each workload R times and report the median (default 3)
         --only A,B     run only these workloads (fill workloads run when a later one needs the store)
+        --open-existing PATH   time a read-only open of an existing store and exit
         """)
         exit(0)
     default:
@@ -40,29 +49,33 @@ let data = BenchmarkData(count: num, valueSize: valueSize, seed: 301)
 var results: [String: [Measurement]] = [:]
 var order: [String] = []
 @MainActor func record(_ m: Measurement) {
-    if let only, !only.contains(m.workload) { return }
+    if let only, !only.contains(m.workload) { return }  // run only as a prerequisite
     print(m.line)
     let key = "\(m.workload) \(m.mode)" + (m.extra.first { $0.0 == "writers" }.map { " writers=\($0.1)" } ?? "")
     if results[key] == nil { order.append(key) }
     results[key, default: []].append(m)
 }
 
+@MainActor func wanted(_ names: String...) -> Bool { only == nil || names.contains { only!.contains($0) } }
+
 for run in 0..<runs {
     let workloads = CaskWorkloads(data: data, root: root, seed: 1000 + UInt64(run))
-    func wanted(_ names: String...) -> Bool { only == nil || names.contains { only!.contains($0) } }
     if wanted("fillseq") { record(try workloads.fill("fillseq", durability: .os, order: Array(0..<num)).0) }
-    let (random, dir) = try workloads.fill("fillrandom", durability: .os, order: data.shuffledIndices(seed: 7 + UInt64(run)))
-    record(random)
+    if wanted("fillrandom", "readrandom", "readmissing", "open", "open_nohints", "overwrite") {
+        // The fillrandom store is what the read, open and overwrite workloads run on.
+        let (random, dir) = try workloads.fill("fillrandom", durability: .os, order: data.shuffledIndices(seed: 7 + UInt64(run)))
+        record(random)
+        if wanted("readrandom") { record(try workloads.readRandom(dir, missing: false)) }
+        if wanted("readmissing") { record(try workloads.readRandom(dir, missing: true)) }
+        if wanted("open") { record(try workloads.open(dir, withHints: true)) }
+        if wanted("overwrite") { record(try workloads.overwrite(dir, durability: .os)) }
+        if wanted("open_nohints") { record(try workloads.open(dir, withHints: false)) }
+    }
     if wanted("fillrandom") {
         var buffered = try workloads.fill("fillrandom_buffered", durability: .buffered, order: data.shuffledIndices(seed: 9 + UInt64(run))).0
         buffered.workload = "fillrandom"
         record(buffered)
     }
-    record(try workloads.readRandom(dir, missing: false))
-    record(try workloads.readRandom(dir, missing: true))
-    record(try workloads.open(dir, withHints: true))
-    record(try workloads.overwrite(dir, durability: .os))
-    record(try workloads.open(dir, withHints: false))
     for writers in [1, 4, 16] where wanted("fillsync") {
         record(try workloads.fillSync(count: min(num / 10, 10_000), writers: writers))
     }

@@ -128,19 +128,45 @@ package enum HintFile {
         package var entryCount: UInt64
     }
 
+    package enum Outcome {
+        /// The hint failed validation; `body` was not called. Scan the segment instead.
+        case invalid
+        /// Every entry was passed to `body`.
+        case applied(Summary)
+        /// The header and every block checksum were valid, but an entry inside did not parse, after
+        /// `body` had seen some entries. Only a writer bug or a crafted file gets here; the caller
+        /// must discard what it applied and scan the segment.
+        case inconsistent
+    }
+
     /// Validates a whole hint file, then calls `body` for each entry, in record order.
-    /// Returns `nil` without calling `body` when anything is inconsistent: the caller then scans
-    /// the segment instead.
-    /// A hint that claims to cover more than `segmentLength` bytes is rejected.
+    /// Returns `nil` without calling `body` when anything is inconsistent (including a covered
+    /// length over `segmentLength`). Decodes the file twice; recovery uses the faster ``apply``.
     package static func forEachEntry(
         in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, _ body: (HintEntry) -> Void
     ) -> Summary? {
-        guard let summary = walk(bytes, segmentID: segmentID, { _ in }), summary.coveredLength <= segmentLength else { return nil }
-        return walk(bytes, segmentID: segmentID, body)
+        guard let summary = walk(bytes, segmentID: segmentID, checksums: true, decode: true, { _ in }),
+              summary.coveredLength <= segmentLength else { return nil }
+        return walk(bytes, segmentID: segmentID, checksums: true, decode: true, body)
     }
 
+    /// Validates a hint file's header and block checksums, then decodes its blocks once, calling
+    /// `body` for each entry in record order. A hint that claims to cover more than `segmentLength`
+    /// bytes is invalid. Cost: one checksum pass, one decompression and parse of each block.
+    package static func apply(
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, _ body: (HintEntry) -> Void
+    ) -> Outcome {
+        guard let summary = walk(bytes, segmentID: segmentID, checksums: true, decode: false, { _ in }),
+              summary.coveredLength <= segmentLength else { return .invalid }
+        guard let applied = walk(bytes, segmentID: segmentID, checksums: false, decode: true, body) else { return .inconsistent }
+        return .applied(applied)
+    }
+
+    /// The header's summary, after checking the header and every block's framing, and (`checksums`)
+    /// every block's checksum; with `decode`, also decodes every entry (calling `body`) and checks
+    /// the entry count and offsets.
     private static func walk(
-        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, _ body: (HintEntry) -> Void
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, checksums: Bool, decode: Bool, _ body: (HintEntry) -> Void
     ) -> Summary? {
         guard bytes.count >= headerLength, bytes.prefix(8).elementsEqual(magic),
               bytes.readLittleEndian(at: 8, as: UInt16.self) == 1,
@@ -169,7 +195,10 @@ package enum HintFile {
             else { return nil }
             let stored = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + storedLength)])
             position += storedLength
-            guard CRC32C.checksum(of: stored) == crc else { return nil }
+            if checksums {
+                guard CRC32C.checksum(of: stored) == crc else { return nil }
+            }
+            if !decode { continue }
             let ok: Bool
             if codec == 1 {
                 raw.count = 0
@@ -185,7 +214,8 @@ package enum HintFile {
             }
             guard ok else { return nil }
         }
-        guard position == bytes.count, entries == summary.entryCount, offset == summary.coveredLength else { return nil }
+        guard position == bytes.count else { return nil }
+        guard !decode || (entries == summary.entryCount && offset == summary.coveredLength) else { return nil }
         return summary
     }
 

@@ -45,6 +45,10 @@ package final class KeyIndex {
 
     @exclusivity(unchecked) private var arenaChunks: [UnsafeMutableRawPointer] = []
     @exclusivity(unchecked) private var arenaUsed = 0  // bytes used in the last chunk
+    /// Chunk 0 of the entries and of the arena starts small and grows (by copying) to full size,
+    /// so that a store with a handful of keys does not pay for a full chunk of each.
+    @exclusivity(unchecked) private var entryChunk0Capacity = 0
+    @exclusivity(unchecked) private var arenaChunk0Capacity = 0
     @exclusivity(unchecked) private var arenaGarbage = 0
     @exclusivity(unchecked) private var arenaLive = 0
 
@@ -70,8 +74,14 @@ package final class KeyIndex {
 
     /// Bytes of memory the index holds (tables, entries, arena), for the per-key figure.
     package var memoryBytes: Int {
-        capacity * 5 + entryChunks.count * Self.entriesPerChunk * MemoryLayout<Entry>.stride
-            + arenaChunks.count * Self.arenaChunkSize + (seqChunks?.count ?? 0) * Self.entriesPerChunk * 8
+        capacity * 5 + entryCapacity * MemoryLayout<Entry>.stride
+            + (arenaChunks.count <= 1 ? arenaChunk0Capacity : arenaChunks.count * Self.arenaChunkSize)
+            + (seqChunks?.count ?? 0) * Self.entriesPerChunk * 8
+    }
+
+    /// Entries that fit in the allocated chunks.
+    private var entryCapacity: Int {
+        entryChunks.count <= 1 ? entryChunk0Capacity : entryChunks.count * Self.entriesPerChunk
     }
 
     /// Key bytes held (without length prefixes or garbage).
@@ -241,9 +251,10 @@ package final class KeyIndex {
     private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer {
         let chunk = arenaChunks[Int(position >> 20)]
         let start = Int(position & 0xF_FFFF)
-        let header = UnsafeRawBufferPointer(start: chunk + start, count: min(3, Self.arenaChunkSize - start))
+        // The length varint was written whole by `storeKey`, so reading it stays inside the chunk.
+        let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
         var offset = 0
-        let length = Int(Varint.read(header, at: &offset)!)  // Safe: written by `storeKey`.
+        let length = Int(Varint.read(header, at: &offset)!)
         return UnsafeRawBufferPointer(start: chunk + start + offset, count: length)
     }
 
@@ -272,7 +283,7 @@ package final class KeyIndex {
 
     @discardableResult
     private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation) -> UInt32 {
-        if (usedSlots + 1) * 5 > capacity * 4 { resize() }
+        if (usedSlots + 1) * 5 > capacity * 4 { resize(toHold: count + tombstones + 1) }
         let number = allocateEntry()
         entryPointer(number).pointee = Entry(
             keyPosition: storeKey(key), segmentID: location.segmentID, offset: location.offset, length: location.length)
@@ -312,8 +323,19 @@ package final class KeyIndex {
             return number
         }
         precondition(entryCount < Int(UInt32.max - 1), "the index holds at most 4,294,967,294 keys")
-        if entryCount == entryChunks.count * Self.entriesPerChunk {
-            entryChunks.append(.allocate(capacity: Self.entriesPerChunk))
+        if entryCount == entryCapacity {
+            if entryChunks.isEmpty {
+                entryChunks.append(.allocate(capacity: 256))
+                entryChunk0Capacity = 256
+            } else if entryChunk0Capacity < Self.entriesPerChunk {
+                let grown = UnsafeMutablePointer<Entry>.allocate(capacity: entryChunk0Capacity * 2)
+                grown.moveInitialize(from: entryChunks[0], count: entryCount)
+                entryChunks[0].deallocate()
+                entryChunks[0] = grown
+                entryChunk0Capacity *= 2
+            } else {
+                entryChunks.append(.allocate(capacity: Self.entriesPerChunk))
+            }
         }
         let number = UInt32(entryCount)
         entryCount += 1
@@ -322,9 +344,27 @@ package final class KeyIndex {
 
     private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
         let needed = Varint.size(of: UInt64(key.count)) + key.count
-        if arenaChunks.isEmpty || arenaUsed + needed > Self.arenaChunkSize {
+        if arenaChunks.count == 1, arenaChunk0Capacity < Self.arenaChunkSize, arenaUsed + needed > arenaChunk0Capacity {
+            var grownCapacity = arenaChunk0Capacity * 2
+            while grownCapacity < arenaUsed + needed && grownCapacity < Self.arenaChunkSize { grownCapacity *= 2 }
+            grownCapacity = min(grownCapacity, Self.arenaChunkSize)  // a second chunk comes only after this one is full size
+            let grown = UnsafeMutableRawPointer.allocate(byteCount: grownCapacity, alignment: 8)
+            grown.copyMemory(from: arenaChunks[0], byteCount: arenaUsed)
+            arenaChunks[0].deallocate()
+            arenaChunks[0] = grown
+            arenaChunk0Capacity = grownCapacity
+        }
+        let lastCapacity = arenaChunks.count == 1 ? arenaChunk0Capacity : Self.arenaChunkSize
+        if arenaChunks.isEmpty || arenaUsed + needed > lastCapacity {
             precondition(arenaChunks.count < 4096, "the index holds at most 4 GiB of keys")
-            arenaChunks.append(.allocate(byteCount: Self.arenaChunkSize, alignment: 8))
+            if arenaChunks.isEmpty {
+                var initial = 4096
+                while initial < needed { initial *= 2 }
+                arenaChunk0Capacity = min(initial, Self.arenaChunkSize)
+                arenaChunks.append(.allocate(byteCount: arenaChunk0Capacity, alignment: 8))
+            } else {
+                arenaChunks.append(.allocate(byteCount: Self.arenaChunkSize, alignment: 8))
+            }
             arenaUsed = 0
         }
         let chunk = arenaChunks[arenaChunks.count - 1]
@@ -337,11 +377,17 @@ package final class KeyIndex {
         return position
     }
 
-    /// Doubles the table (or rehashes in place when deleted slots are what fills it).
-    private func resize() {
-        let live = count + tombstones
+    /// Makes room for `keys` keys in all without growing the table again.
+    package func reserve(_ keys: Int) {
+        if (keys + 1) * 5 > capacity * 4 { resize(toHold: keys) }
+    }
+
+    /// Grows the table until `keys` keys fill at most half of it (or rehashes in place, dropping
+    /// deleted slots, when those are what fills it). Growing from 80% doubles (load 0.4), never
+    /// quadruples (0.2).
+    private func resize(toHold keys: Int) {
         var newCapacity = capacity
-        while (live + 1) * 5 > newCapacity * 2 { newCapacity *= 2 }  // leave it at most 40% full
+        while keys * 2 > newCapacity { newCapacity *= 2 }
         let oldControl = control, oldSlots = slots, oldCapacity = capacity
         control = .allocate(capacity: newCapacity)
         control.initialize(repeating: Self.empty, count: newCapacity)
@@ -368,6 +414,7 @@ package final class KeyIndex {
         let oldChunks = arenaChunks
         arenaChunks = []
         arenaUsed = 0
+        arenaChunk0Capacity = 0
         arenaLive = 0
         arenaGarbage = 0
         for slot in 0..<capacity where control[slot] >= 0x80 {
@@ -376,7 +423,7 @@ package final class KeyIndex {
             let chunk = oldChunks[Int(position >> 20)]
             let start = Int(position & 0xF_FFFF)
             var offset = 0
-            let header = UnsafeRawBufferPointer(start: chunk + start, count: min(3, Self.arenaChunkSize - start))
+            let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
             let length = Int(Varint.read(header, at: &offset)!)
             entry.pointee.keyPosition = storeKey(UnsafeRawBufferPointer(start: chunk + start + offset, count: length))
         }

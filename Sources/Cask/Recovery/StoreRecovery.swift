@@ -20,6 +20,8 @@ package struct StoreRecovery {
         package var nextSegmentID: UInt64 = 1
         /// Clean sealed segments without a hint that covers them.
         package var segmentsNeedingHints: [UInt64] = []
+        /// Set when a hint turned out inconsistent after part of it was applied.
+        var inconsistentHint: UInt64?
         package var report = RecoveryReport()
     }
 
@@ -46,16 +48,32 @@ package struct StoreRecovery {
             for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
         }
         let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-        let nameSet = Set(names)
-        var result = Result(index: KeyIndex(minimumCapacity: 1024))
-        result.index.beginRecovery()
-        for (position, id) in ids.enumerated() {
-            guard id <= UInt64(UInt32.max) else {
-                throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max)")
+        var hinted = Set(ids.filter { names.contains(SegmentName.hint($0)) })
+        var carriedTruncations: [RecoveryReport.Truncation] = []
+        attempt: while true {
+            var result = Result(index: KeyIndex(minimumCapacity: 1024))
+            result.report.truncations = carriedTruncations
+            result.index.beginRecovery()
+            for (position, id) in ids.enumerated() {
+                guard id <= UInt64(UInt32.max) else {
+                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max)")
+                }
+                let isLast = position == ids.count - 1
+                try recoverSegment(id: id, isLast: isLast, hasHint: hinted.contains(id), into: &result)
+                if let distrusted = result.inconsistentHint {
+                    // A hint passed its checksums but not its parse, after part of it was applied:
+                    // start over without it (cuts already made stay made, and reported).
+                    hinted.remove(distrusted)
+                    carriedTruncations = result.report.truncations
+                    continue attempt
+                }
             }
-            let isLast = position == ids.count - 1
-            try recoverSegment(id: id, isLast: isLast, hasHint: nameSet.contains(SegmentName.hint(id)), into: &result)
+            return finish(result, ids: ids)
         }
+    }
+
+    private func finish(_ recovered: Result, ids: [UInt64]) -> Result {
+        var result = recovered
         result.index.endRecovery()
         result.report.segments = ids.count
         result.nextSegmentID = (ids.last ?? 0) + 1
@@ -129,6 +147,7 @@ package struct StoreRecovery {
         var hintCovers: Int64 = 0
         if hasHint, case .success = decoded {
             if let covered = loadHint(id: id, segmentLength: length, into: &result, stats: &stats) {
+                if result.inconsistentHint != nil { return }
                 scanFrom = covered
                 hintCovers = covered
                 result.report.segmentsFromHints += 1
@@ -190,17 +209,30 @@ package struct StoreRecovery {
         guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
               read == Int(size) else { return nil }
         var loaded = stats
-        let summary = bytes.withUnsafeBytes { raw in
-            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength) { entry in
+        let outcome = bytes.withUnsafeBytes { raw in
+            // Size the index for the entries at once rather than doubling its way there. The count
+            // is only trusted up to what the segment could hold (9 bytes is the smallest record).
+            if raw.count >= HintFile.headerLength,
+               CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: raw[0..<44])) == raw.readLittleEndian(at: 44, as: UInt32.self) {
+                let entries = min(raw.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9))
+                result.index.reserve(result.index.count + Int(entries))
+            }
+            return HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
                 apply(key: entry.key, type: entry.type, seq: entry.seq, valueLength: entry.valueLength,
                       location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
                       into: &result, stats: &loaded)
             }
         }
-        guard let summary else { return nil }
-        stats = loaded
-        result.report.recordsScanned += 0  // counted in apply
-        return summary.coveredLength
+        switch outcome {
+        case .invalid:
+            return nil
+        case .inconsistent:
+            result.inconsistentHint = id
+            return 0
+        case .applied(let summary):
+            stats = loaded
+            return summary.coveredLength
+        }
     }
 
     private func apply(
