@@ -50,9 +50,11 @@ package struct StoreRecovery {
         let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
         var hinted = Set(ids.filter { names.contains(SegmentName.hint($0)) })
         var carriedTruncations: [RecoveryReport.Truncation] = []
+        var distrustedHints: [String] = []
         attempt: while true {
             var result = Result(index: KeyIndex(minimumCapacity: 1024))
             result.report.truncations = carriedTruncations
+            result.report.invalidHints = distrustedHints
             result.index.beginRecovery()
             for (position, id) in ids.enumerated() {
                 guard id <= UInt64(UInt32.max) else {
@@ -63,8 +65,12 @@ package struct StoreRecovery {
                 if let distrusted = result.inconsistentHint {
                     // A hint passed its checksums but not its parse, after part of it was applied:
                     // start over without it (cuts already made stay made, and reported).
+                    // It is damaged like any invalid hint (a block's raw length is not under its
+                    // checksum): report it and, in a writable open, remove it.
                     hinted.remove(distrusted)
                     carriedTruncations = result.report.truncations
+                    distrustedHints.append(path(SegmentName.hint(distrusted)))
+                    if writable { try? fileSystem.unlink(path(SegmentName.hint(distrusted))) }
                     continue attempt
                 }
             }

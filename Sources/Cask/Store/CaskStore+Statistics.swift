@@ -24,7 +24,7 @@ extension CaskStore {
     public func statistics() throws(CaskError) -> Statistics {
         try state.read { (shared) throws(CaskError) in
             if shared.closed { throw CaskError.closed }
-            let segments = shared.stats.values.sorted { $0.id < $1.id }
+            let segments = shared.stats.segments
             return Statistics(
                 keys: shared.index.count,
                 liveBytes: segments.reduce(0) { $0 + $1.liveBytes },

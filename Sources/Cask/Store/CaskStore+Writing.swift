@@ -106,8 +106,8 @@ extension CaskStore {
             let segmentID = w.active.id
             state.write { shared in
                 let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
-                if let old { shared.stats[UInt64(old.segmentID)]?.removeLive(bytes: old.length) }
-                shared.stats[segmentID]?.append(seq: seq, valueLength: value.count, length: length, live: type == .put)
+                if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
+                shared.stats.update(segmentID) { $0.append(seq: seq, valueLength: value.count, length: length, live: type == .put) }
             }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
@@ -136,10 +136,10 @@ extension CaskStore {
         w.flushed = w.end
         state.write { shared in
             shared.segments[UInt32(next.id)] = next
-            shared.stats[sealed.id]?.sealed = true
+            shared.stats.update(sealed.id) { $0.sealed = true }
             var stats = SegmentStats(id: next.id)
             stats.fileBytes = w.end
-            shared.stats[next.id] = stats
+            shared.stats.append(stats)
         }
         if options.writeHints { scheduleHint(for: sealed, length: sealed.writtenLength.load(ordering: .relaxed)) }
     }

@@ -36,7 +36,7 @@ public final class CaskStore: Sendable {
     struct SharedState {
         var index: KeyIndex
         var segments: [UInt32: SegmentFile]
-        var stats: [UInt64: SegmentStats]
+        var stats: SegmentAccounting
         var closed = false
     }
 
@@ -120,7 +120,7 @@ public final class CaskStore: Sendable {
         }
         var segments: [UInt32: SegmentFile] = [:]
         for (id, file) in recovered.segments { segments[UInt32(id)] = file }
-        state = ReadWriteLock(SharedState(index: recovered.index, segments: segments, stats: recovered.stats))
+        state = ReadWriteLock(SharedState(index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values)))
 
         if !options.readOnly {
             if options.writeHints {
