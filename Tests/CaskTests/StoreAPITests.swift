@@ -1,0 +1,178 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// The public API's promises: what is refused and with which words, what is created and how, what
+/// the accounting says. (Random workloads live in ModelTests; damage in Corruption/TornWrite tests.)
+final class StoreAPITests: XCTestCase {
+    private func mode(of path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as! NSNumber).intValue
+    }
+
+    func testCreatesDirectoryAndFilesPrivately() throws {
+        let dir = TemporaryDirectory()
+        let storePath = dir.appending("nested-store")
+        let store = try CaskStore.open(at: storePath)
+        try store.put("k", [1])
+        try store.close()
+        XCTAssertEqual(try mode(of: storePath), 0o700)
+        let names = try FileManager.default.contentsOfDirectory(atPath: storePath)
+        XCTAssertTrue(names.contains("0000000001.cask") && names.contains("0000000001.hint") && names.contains("LOCK"), "\(names)")
+        for name in names { XCTAssertEqual(try mode(of: storePath + "/" + name), 0o600, name) }
+    }
+
+    func testRefusesBadKeysAndValuesWithoutWriting() throws {
+        let dir = TemporaryDirectory()
+        var options = CaskStore.Options()
+        options.maxValueSize = 1000
+        let store = try CaskStore.open(at: dir.path, options: options)
+        try store.put("ok", [1, 2, 3])
+        let before = try store.statistics().segmentBytes
+        XCTAssertThrowsError(try store.put([UInt8](), [1])) { XCTAssertEqual($0 as? CaskError, .emptyKey) }
+        XCTAssertThrowsError(try store.put([UInt8](repeating: 7, count: 65_536), [1])) {
+            XCTAssertEqual($0 as? CaskError, .keyTooLong(length: 65_536, limit: 65_535))
+        }
+        XCTAssertThrowsError(try store.put("big", [UInt8](repeating: 0, count: 1001))) {
+            XCTAssertEqual($0 as? CaskError, .valueTooLarge(length: 1001, limit: 1000))
+            XCTAssertEqual("\($0)", "value is 1001 bytes, over the limit of 1000 bytes; nothing was written")
+        }
+        XCTAssertNoThrow(try store.put([UInt8](repeating: 7, count: 65_535), [UInt8](repeating: 1, count: 1000)))
+        let after = try store.statistics()
+        XCTAssertEqual(after.keys, 2)
+        XCTAssertGreaterThan(after.segmentBytes, before)
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertEqual(reopened.count, 2)
+        XCTAssertEqual(try reopened.get([UInt8](repeating: 7, count: 65_535)), [UInt8](repeating: 1, count: 1000))
+        try reopened.close()
+    }
+
+    func testClosedAndReadOnlyStoresRefuseWrites() throws {
+        let dir = TemporaryDirectory()
+        let store = try CaskStore.open(at: dir.path)
+        try store.put("a", [1])
+        try store.close()
+        try store.close()  // closing twice is fine
+        XCTAssertThrowsError(try store.get("a")) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.put("a", [2])) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, .closed) }
+
+        let reader = try CaskStore.open(at: dir.path, options: .init(durability: .os, readOnly: true))
+        XCTAssertEqual(try reader.get("a"), [1])
+        XCTAssertThrowsError(try reader.put("a", [2])) {
+            XCTAssertEqual($0 as? CaskError, .readOnly)
+            XCTAssertEqual("\($0)", "store is open read-only; open it for writing to change it")
+        }
+        XCTAssertThrowsError(try reader.delete("a")) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+        // A writer can open alongside a read-only store; the reader keeps its snapshot.
+        let writer = try CaskStore.open(at: dir.path)
+        try writer.put("b", [3])
+        XCTAssertNil(try reader.get("b"))
+        try writer.close()
+        try reader.close()
+    }
+
+    func testMissingDirectory() throws {
+        let dir = TemporaryDirectory()
+        let missing = dir.appending("absent")
+        var options = CaskStore.Options()
+        options.createIfMissing = false
+        XCTAssertThrowsError(try CaskStore.open(at: missing, options: options)) {
+            XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing))
+        }
+        XCTAssertThrowsError(try CaskStore.open(at: missing, options: .init(durability: .os, readOnly: true))) {
+            XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing))
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+    }
+
+    func testLockedMessageNamesTheHolder() throws {
+        let dir = TemporaryDirectory()
+        let store = try CaskStore.open(at: dir.path)
+        XCTAssertThrowsError(try CaskStore.open(at: dir.path)) {
+            XCTAssertEqual("\($0)", "store \(dir.path) is locked by another process (pid \(getpid())); open it read-only or close the other process")
+        }
+        try store.close()
+        XCTAssertNoThrow(try CaskStore.open(at: dir.path).close())  // released on close
+    }
+
+    func testKeysCountContainsAndAccounting() throws {
+        let dir = TemporaryDirectory()
+        let store = try CaskStore.open(at: dir.path)
+        for key in ["b/2", "a", "b/10", "b/1", "c"] { try store.put(key, Array(key.utf8)) }
+        try store.put([0xFF, 0x00], [9])
+        XCTAssertEqual(store.count, 6)
+        XCTAssertEqual(try store.keys().map { String(decoding: $0, as: UTF8.self) }.prefix(5), ["a", "b/1", "b/10", "b/2", "c"])
+        XCTAssertEqual(try store.keys().last, [0xFF, 0x00])
+        XCTAssertEqual(try store.keys(prefix: Array("b/".utf8)).count, 3)
+        XCTAssertTrue(try store.contains("b/10"))
+        XCTAssertFalse(try store.contains("b/3"))
+
+        let fresh = try store.statistics()
+        XCTAssertEqual(fresh.deadBytes, 0)
+        try store.put("a", [UInt8](repeating: 1, count: 500))   // overwrite: the old record dies
+        XCTAssertTrue(try store.delete("c"))                    // delete: the record and its tombstone are dead
+        XCTAssertFalse(try store.delete("c"))                   // deleting a missing key writes nothing
+        let after = try store.statistics()
+        XCTAssertEqual(after.keys, 5)
+        XCTAssertGreaterThan(after.deadBytes, 0)
+        XCTAssertEqual(after.liveBytes + after.deadBytes + Int64(SegmentHeader.length) * Int64(after.segments.count), after.segmentBytes)
+        try store.close()
+
+        // The accounting is the same when rebuilt by recovery.
+        let reopened = try CaskStore.open(at: dir.path)
+        let recovered = try reopened.statistics()
+        XCTAssertEqual(recovered.keys, after.keys)
+        XCTAssertEqual(recovered.liveBytes, after.liveBytes)
+        XCTAssertEqual(recovered.deadBytes, after.deadBytes)
+        try reopened.close()
+    }
+
+    func testReopenAppendsToTheLastSegmentAndSequenceKeepsGrowing() throws {
+        let dir = TemporaryDirectory()
+        for round in 0..<5 {
+            let store = try CaskStore.open(at: dir.path)
+            try store.put("counter", Array("\(round)".utf8))
+            try store.close()
+        }
+        let store = try CaskStore.open(at: dir.path)
+        XCTAssertEqual(try store.get("counter"), Array("4".utf8))
+        let stats = try store.statistics()
+        XCTAssertEqual(stats.segments.count, 1, "small stores keep appending to one segment")
+        XCTAssertEqual(stats.segments.first?.maxSeq, 5)
+        try store.close()
+    }
+
+    func testEveryDurabilityModeSyncsAndReopens() throws {
+        for durability in Durability.allCases {
+            let dir = TemporaryDirectory()
+            let store = try CaskStore.open(at: dir.path, options: .init(durability: durability))
+            for i in 0..<100 { try store.put("k\(i)", Array(repeating: UInt8(i), count: i)) }
+            try store.sync()
+            try store.close()
+            let reopened = try CaskStore.open(at: dir.path)
+            XCTAssertEqual(reopened.count, 100, "\(durability)")
+            XCTAssertEqual(try reopened.get("k42"), Array(repeating: 42, count: 42))
+            try reopened.close()
+        }
+    }
+
+    func testBufferedWritesReachTheOSOnTheirOwn() throws {
+        let dir = TemporaryDirectory()
+        var options = CaskStore.Options(durability: .buffered)
+        options.flushInterval = 0.02
+        let store = try CaskStore.open(at: dir.path, options: options)
+        try store.put("k", [1, 2, 3])
+        let segment = dir.appending("0000000001.cask")
+        let deadline = Date().addingTimeInterval(5)
+        var size = 0
+        while Date() < deadline {
+            size = (try FileManager.default.attributesOfItem(atPath: segment)[.size] as! NSNumber).intValue
+            if size > SegmentHeader.length { break }
+            usleep(5_000)
+        }
+        XCTAssertGreaterThan(size, SegmentHeader.length, "the flush timer wrote the buffered record")
+        try store.close()
+    }
+}
