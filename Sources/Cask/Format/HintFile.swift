@@ -134,8 +134,9 @@ package enum HintFile {
         /// Every entry was passed to `body`.
         case applied(Summary)
         /// The header and every block checksum were valid, but an entry inside did not parse, after
-        /// `body` had seen some entries. Only a writer bug or a crafted file gets here; the caller
-        /// must discard what it applied and scan the segment.
+        /// `body` had seen some entries. A damaged block raw length (no checksum covers it) gets
+        /// here, as do a writer bug or a crafted file; the caller must discard what it applied,
+        /// report the hint as invalid and scan the segment.
         case inconsistent
     }
 

@@ -1,0 +1,297 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// Damage inside sealed segments and hint files: reported with file and offset, skipped, and
+/// never turned into wrong bytes.
+final class CorruptionTests: XCTestCase {
+    private struct Fixture {
+        let dir: TemporaryDirectory
+        let ids: [UInt64]
+        /// Records per segment id.
+        let records: [UInt64: [StoreFiles.Record]]
+        let model: [[UInt8]: [UInt8]]
+        var all: [StoreFiles.Record] { ids.flatMap { records[$0]! } }
+        var sealed: [UInt64] { Array(ids.dropLast()) }
+        func path(_ id: UInt64) -> String { StoreFiles.segmentPath(dir.path, id) }
+    }
+
+    /// A closed store of several 8 KiB segments, every key written a few times, some deleted.
+    private func makeFixture(seed: UInt64) throws -> Fixture {
+        var rng = SeededGenerator.fromEnvironment(fallback: seed)
+        print("CorruptionTests: seed \(rng.seed)")
+        let dir = TemporaryDirectory("cask-corrupt")
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 8 << 10
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for round in 0..<4 {
+            for i in 0..<70 {
+                let key = Array("key-\(i)".utf8)
+                if round > 0 && Int.random(in: 0..<6, using: &rng) == 0 {
+                    _ = try store.delete(key)
+                    model[key] = nil
+                    continue
+                }
+                let value = Int.random(in: 0..<3, using: &rng) == 0
+                    ? [UInt8](repeating: UInt8(truncatingIfNeeded: i &+ round), count: Int.random(in: 40...200, using: &rng))
+                    : rng.bytes(Int.random(in: 1...300, using: &rng))
+                try store.put(key, value)
+                model[key] = value
+            }
+        }
+        try store.close()
+        let ids = try StoreFiles.segmentIDs(in: dir.path)
+        guard ids.count >= 4 else { throw XCTSkip("fixture too small: \(ids.count) segments") }
+        var records: [UInt64: [StoreFiles.Record]] = [:]
+        for id in ids { records[id] = try StoreFiles.records(ofSegment: StoreFiles.segmentPath(dir.path, id)) }
+        let fixture = Fixture(dir: dir, ids: ids, records: records, model: model)
+        XCTAssertTrue(StoreFiles.replay(fixture.all) == model, "replaying the segments does not give the written contents")
+        for id in ids { XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.hintPath(dir.path, id)), "hint \(id)") }
+        return fixture
+    }
+
+    private func options(readOnly: Bool = false) -> CaskStore.Options {
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 8 << 10
+        options.writeHints = false
+        options.readOnly = readOnly
+        return options
+    }
+
+    private func name(_ key: [UInt8]) -> String { String(decoding: key, as: UTF8.self) }
+
+    /// Byte positions inside a record worth damaging: checksum, type, flags, varints, key, payload.
+    private func positions(in record: StoreFiles.Record, rng: inout SeededGenerator) -> [Int] {
+        var inside = [0, 3, 4, 5, 6, 7, 8, record.length - 1, record.length / 2]
+        for _ in 0..<3 { inside.append(Int.random(in: 0..<record.length, using: &rng)) }
+        return Array(Set(inside.filter { $0 >= 0 && $0 < record.length })).sorted()
+    }
+
+    // MARK: Records of a sealed segment
+
+    func testFlippedBytesInSealedRecordsAreReportedAndSkipped() throws {
+        let fixture = try makeFixture(seed: 0xC0DE)
+        defer { fixture.dir.remove() }
+        var rng = SeededGenerator(seed: 0xF11B)
+        var cases = 0
+        for id in fixture.sealed {
+            let records = fixture.records[id]!
+            // The first and last record of each sealed segment, and a few in between.
+            var chosen = [records.first!, records.last!]
+            for _ in 0..<4 { chosen.append(records[Int.random(in: 0..<records.count, using: &rng)]) }
+            for record in chosen {
+                for position in positions(in: record, rng: &rng) {
+                    let scratch = TemporaryDirectory("cask-corrupt-case")
+                    defer { scratch.remove() }
+                    try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+                    // Without its hint the segment is scanned, so open finds the damage.
+                    try FileManager.default.removeItem(atPath: StoreFiles.hintPath(scratch.path, id))
+                    let segmentPath = StoreFiles.segmentPath(scratch.path, id)
+                    let mask = UInt8.random(in: 1...255, using: &rng)
+                    try StoreFiles.flip(segmentPath, at: record.offset + position, mask: mask)
+                    try checkDamagedRecord(record, in: segmentPath, scratch: scratch, fixture: fixture,
+                                           context: "segment \(id) record at \(record.offset) (\(record.type) \(name(record.key))), byte \(position) ^ 0x\(String(mask, radix: 16))")
+                    cases += 1
+                }
+            }
+        }
+        print("CorruptionTests: \(cases) damaged records checked")
+    }
+
+    private func checkDamagedRecord(
+        _ record: StoreFiles.Record, in segmentPath: String, scratch: TemporaryDirectory, fixture: Fixture, context: String
+    ) throws {
+        let store = try CaskStore.open(at: scratch.path, options: options())
+        let report = store.recoveryReport
+        XCTAssertTrue(report.truncations.isEmpty, "\(context): \(report)")
+        XCTAssertEqual(report.corruptRanges.count, 1, "\(context): \(report)")
+        if let range = report.corruptRanges.first {
+            XCTAssertEqual(range.file, segmentPath, context)
+            XCTAssertEqual(range.offset, Int64(record.offset), context)
+            XCTAssertEqual(range.length, Int64(record.length), "\(context): the next record must be found again")
+            XCTAssertFalse(range.reason.isEmpty)
+        }
+        let full = StoreFiles.replay(fixture.all)
+        let without = StoreFiles.replay(fixture.all.filter { $0.offset != record.offset || $0.seq != record.seq })
+        for key in Set(full.keys).union(without.keys) {
+            if key != record.key {
+                XCTAssertEqual(try store.get(key), full[key], "\(context): other key \(name(key))")
+                continue
+            }
+            // The damaged key: an error, or the version it had without the damaged record.
+            do {
+                let value = try store.get(key)
+                XCTAssertEqual(value, without[key], "\(context): the damaged key")
+            } catch {
+                guard case .corruptRecord = error else { return XCTFail("\(context): \(error)") }
+            }
+        }
+        XCTAssertEqual(Set(try store.keys()), Set(without.keys), context)
+        // The store stays writable, and the damage stays reported (the segment keeps no hint).
+        try store.put("after-damage", [7])
+        try store.close()
+        let again = try CaskStore.open(at: scratch.path, options: options(readOnly: true))
+        XCTAssertEqual(again.recoveryReport.corruptRanges.map(\.offset), [Int64(record.offset)], context)
+        XCTAssertEqual(try again.get("after-damage"), [7])
+        try again.close()
+    }
+
+    /// With the segment's hint intact, open does not read the records: the damage is found by `get`,
+    /// which must throw rather than return the damaged bytes.
+    func testFlippedBytesBehindAValidHintFailTheRead() throws {
+        let fixture = try makeFixture(seed: 0xC0DF)
+        defer { fixture.dir.remove() }
+        var rng = SeededGenerator(seed: 0xF11C)
+        let full = StoreFiles.replay(fixture.all)
+        var newest: [[UInt8]: StoreFiles.Record] = [:]
+        for record in fixture.all where (newest[record.key]?.seq ?? 0) < record.seq { newest[record.key] = record }
+        let store = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
+        XCTAssertEqual(store.recoveryReport.segmentsFromHints, fixture.ids.count)
+        var failedReads = 0
+        for id in fixture.sealed {
+            let path = fixture.path(id)
+            for record in fixture.records[id]! {
+                let isLive = newest[record.key]?.seq == record.seq && record.type == .put
+                let position = Int.random(in: 0..<record.length, using: &rng)
+                let mask = UInt8.random(in: 1...255, using: &rng)
+                // The store is read-only and reads with pread: damage the file under it, then repair it.
+                try StoreFiles.flip(path, at: record.offset + position, mask: mask)
+                defer { try? StoreFiles.flip(path, at: record.offset + position, mask: mask) }
+                let context = "segment \(id) record at \(record.offset) (\(name(record.key))), byte \(position)"
+                if isLive {
+                    XCTAssertThrowsError(try store.get(record.key), context) { error in
+                        guard case CaskError.corruptRecord(let file, let offset, _) = error else { return XCTFail("\(context): \(error)") }
+                        XCTAssertEqual(file, path, context)
+                        XCTAssertEqual(offset, Int64(record.offset), context)
+                    }
+                    failedReads += 1
+                } else {
+                    XCTAssertEqual(try store.get(record.key), full[record.key], "\(context): not the live record")
+                }
+            }
+        }
+        XCTAssertGreaterThan(failedReads, 0, "no live record in a sealed segment was damaged")
+        // Repaired: every key reads back again.
+        for (key, value) in full { XCTAssertEqual(try store.get(key), value, name(key)) }
+        try store.close()
+    }
+
+    func testDamagedHeaderOfASealedSegmentKeepsItsRecords() throws {
+        let fixture = try makeFixture(seed: 0xC0E0)
+        defer { fixture.dir.remove() }
+        let id = fixture.sealed[1]
+        for position in [0, 8, 12, 16, 24, 36] {
+            for keepHint in [false, true] {
+                let scratch = TemporaryDirectory("cask-corrupt-header")
+                defer { scratch.remove() }
+                try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+                if !keepHint { try FileManager.default.removeItem(atPath: StoreFiles.hintPath(scratch.path, id)) }
+                let path = StoreFiles.segmentPath(scratch.path, id)
+                try StoreFiles.flip(path, at: position, mask: 0x40)
+                let store = try CaskStore.open(at: scratch.path, options: options())
+                let context = "header byte \(position), hint kept \(keepHint)"
+                XCTAssertEqual(store.recoveryReport.corruptRanges.map(\.file), [path], "\(context): \(store.recoveryReport)")
+                XCTAssertEqual(store.recoveryReport.corruptRanges.first?.offset, 0, context)
+                for (key, value) in fixture.model { XCTAssertEqual(try store.get(key), value, "\(context): \(name(key))") }
+                XCTAssertEqual(store.count, fixture.model.count, context)
+                try store.close()
+            }
+        }
+    }
+
+    // MARK: Hint files
+
+    func testDamagedHintFallsBackToScanningWithIdenticalResults() throws {
+        let fixture = try makeFixture(seed: 0xC0E1)
+        defer { fixture.dir.remove() }
+        let baseline = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
+        XCTAssertTrue(baseline.recoveryReport.isClean && baseline.recoveryReport.invalidHints.isEmpty, "\(baseline.recoveryReport)")
+        XCTAssertEqual(baseline.recoveryReport.segmentsFromHints, fixture.ids.count)
+        let baselineStats = try baseline.statistics()
+        let baselineRecords = baseline.recoveryReport.recordsScanned
+        try baseline.close()
+
+        let id = fixture.sealed[fixture.sealed.count / 2]
+        let hintPath = StoreFiles.hintPath(fixture.dir.path, id)
+        let hint = try StoreFiles.read(hintPath)
+        var rng = SeededGenerator(seed: 0x41A7)
+        // The whole header, every block header byte, and a spread of entry bytes.
+        var positions = Array(0..<min(hint.count, HintFile.headerLength + HintFile.blockHeaderLength))
+        positions += stride(from: positions.count, to: hint.count, by: 5)
+        positions.append(hint.count - 1)
+        for position in positions {
+            let mask = UInt8.random(in: 1...255, using: &rng)
+            try StoreFiles.flip(hintPath, at: position, mask: mask)
+            defer { try? StoreFiles.flip(hintPath, at: position, mask: mask) }
+            let context = "hint byte \(position) of \(hint.count) ^ 0x\(String(mask, radix: 16))"
+            let store = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
+            let report = store.recoveryReport
+            XCTAssertEqual(report.invalidHints, [hintPath], "\(context): \(report)")
+            XCTAssertEqual(report.segmentsFromHints, fixture.ids.count - 1, context)
+            XCTAssertTrue(report.isClean, "\(context): \(report)")
+            XCTAssertEqual(report.recordsScanned, baselineRecords, context)
+            let stats = try store.statistics()
+            XCTAssertEqual(stats.segments, baselineStats.segments, context)
+            XCTAssertEqual(stats.keys, baselineStats.keys, context)
+            XCTAssertEqual(store.count, fixture.model.count, context)
+            XCTAssertEqual(try store.keys(), fixture.model.keys.sorted { $0.lexicographicallyPrecedes($1) }, context)
+            for (key, value) in fixture.model { XCTAssertEqual(try store.get(key), value, "\(context): \(name(key))") }
+            try store.close()
+        }
+        XCTAssertEqual(try StoreFiles.read(hintPath), hint, "read-only opens must leave the hint alone")
+
+        // Truncated and emptied hints, and the hint of another segment under this name.
+        let otherHint = try StoreFiles.read(StoreFiles.hintPath(fixture.dir.path, fixture.sealed[0]))
+        for (label, bytes) in [("empty", [UInt8]()), ("cut", Array(hint.prefix(hint.count / 2))), ("another segment's", otherHint)] {
+            try StoreFiles.write(hintPath, bytes)
+            let store = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
+            XCTAssertEqual(store.recoveryReport.invalidHints, [hintPath], label)
+            XCTAssertEqual(try store.statistics().segments, baselineStats.segments, label)
+            for (key, value) in fixture.model { XCTAssertEqual(try store.get(key), value, "\(label): \(name(key))") }
+            try store.close()
+        }
+
+        // A writable open replaces the bad hint with a good one.
+        try StoreFiles.flip(hintPath, at: hint.count / 2)
+        var writable = options()
+        writable.writeHints = true
+        let repairing = try CaskStore.open(at: fixture.dir.path, options: writable)
+        XCTAssertEqual(repairing.recoveryReport.invalidHints, [hintPath])
+        try repairing.close()
+        let repaired = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
+        XCTAssertTrue(repaired.recoveryReport.invalidHints.isEmpty, "\(repaired.recoveryReport)")
+        XCTAssertEqual(repaired.recoveryReport.segmentsFromHints, fixture.ids.count)
+        for (key, value) in fixture.model { XCTAssertEqual(try repaired.get(key), value, name(key)) }
+        try repaired.close()
+    }
+
+    // MARK: Format version
+
+    func testUnsupportedFormatVersionIsATypedError() throws {
+        let fixture = try makeFixture(seed: 0xC0E2)
+        defer { fixture.dir.remove() }
+        for id in [fixture.ids.first!, fixture.ids.last!] {
+            let path = fixture.path(id)
+            let original = try StoreFiles.read(path)
+            var newer = original
+            newer[8] = 2  // format version 2, with a valid header checksum: a newer Cask wrote it
+            let crc = CRC32C.checksum(of: newer[0..<36])
+            for i in 0..<4 { newer[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+            try StoreFiles.write(path, newer)
+            for readOnly in [false, true] {
+                XCTAssertThrowsError(try CaskStore.open(at: fixture.dir.path, options: options(readOnly: readOnly)), "segment \(id)") { error in
+                    XCTAssertEqual(error as? CaskError, .unsupportedFormat(path: path, version: 2))
+                    XCTAssertEqual("\(error)", "\(path) has format version 2, which this Cask (format 1) cannot read")
+                }
+            }
+            XCTAssertEqual(try StoreFiles.read(path), newer, "a failed open must not rewrite the newer file")
+            // Put back, the store opens for writing again: the failed open released its lock.
+            try StoreFiles.write(path, original)
+            let store = try CaskStore.open(at: fixture.dir.path, options: options())
+            XCTAssertEqual(store.count, fixture.model.count)
+            try store.close()
+        }
+    }
+}

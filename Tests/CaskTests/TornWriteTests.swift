@@ -1,0 +1,326 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// A crash can leave the last segment cut anywhere, or followed by garbage. Opening must cut the
+/// torn tail, report it, and keep every record written before it.
+final class TornWriteTests: XCTestCase {
+    /// A closed store of a few 8 KiB segments whose last segment ends with a known mix of records.
+    private struct Fixture {
+        let dir: TemporaryDirectory
+        /// What was written, by the test's own bookkeeping.
+        let model: [[UInt8]: [UInt8]]
+        /// Every record of every segment but the last.
+        let earlier: [StoreFiles.Record]
+        /// The records of the last segment.
+        let last: [StoreFiles.Record]
+        let lastID: UInt64
+        var lastPath: String { StoreFiles.segmentPath(dir.path, lastID) }
+        var all: [StoreFiles.Record] { earlier + last }
+    }
+
+    private func makeFixture(seed: UInt64) throws -> Fixture {
+        var rng = SeededGenerator.fromEnvironment(fallback: seed)
+        print("TornWriteTests: seed \(rng.seed)")
+        let dir = TemporaryDirectory("cask-torn")
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 8 << 10
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var model: [[UInt8]: [UInt8]] = [:]
+        func put(_ key: String, _ value: [UInt8], expiresAt: UInt64? = nil) throws {
+            let key = Array(key.utf8)
+            if let expiresAt {
+                try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in _ = try store.write(.put, key: k, value: v, expiresAt: expiresAt) } }
+            } else {
+                try store.put(key, value)
+            }
+            model[key] = value
+        }
+        func delete(_ key: String) throws {
+            XCTAssertTrue(try store.delete(key))
+            model[Array(key.utf8)] = nil
+        }
+        for i in 0..<60 {
+            let value = i % 2 == 0 ? rng.bytes(Int.random(in: 10...300, using: &rng)) : [UInt8](repeating: UInt8(i), count: 150)
+            try put("k\(i)", value)
+        }
+        for i in stride(from: 0, to: 60, by: 7) { try delete("k\(i)") }
+        // Start a fresh segment for the records under test if the current one is nearly full.
+        let used = try store.statistics().segments.last!.fileBytes
+        if used > 5_000 {
+            for i in 0..<20 { try put("filler\(i)", rng.bytes(200)) }
+        }
+        // The records the cuts go through: overwrites, a delete, a new key, compressed and raw
+        // values, an expiry time, and a key deleted right after being created.
+        try put("k1", rng.bytes(90))
+        try delete("k2")
+        try put("fresh", [UInt8](repeating: 0x66, count: 200))
+        try put("k3", rng.bytes(50), expiresAt: CaskStore.nowMilliseconds() + 3_600_000)
+        try put("k1", Array("the newest k1".utf8))
+        try delete("fresh")
+        try put("k4", [])
+        try store.close()
+
+        let ids = try StoreFiles.segmentIDs(in: dir.path)
+        XCTAssertGreaterThanOrEqual(ids.count, 2, "expected several segments")
+        var earlier: [StoreFiles.Record] = []
+        for id in ids.dropLast() { earlier += try StoreFiles.records(ofSegment: StoreFiles.segmentPath(dir.path, id)) }
+        let last = try StoreFiles.records(ofSegment: StoreFiles.segmentPath(dir.path, ids.last!))
+        XCTAssertGreaterThanOrEqual(last.count, 7)
+        let fixture = Fixture(dir: dir, model: model, earlier: earlier, last: last, lastID: ids.last!)
+        // The records on disk say exactly what the test wrote: they can serve as the oracle.
+        XCTAssertTrue(StoreFiles.replay(fixture.all) == model, "replaying the segments does not give the written contents")
+        return fixture
+    }
+
+    private func verify(_ store: CaskStore, _ expected: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(store.count, expected.count, "count, \(context)", file: file, line: line)
+        XCTAssertEqual(try store.keys(), expected.keys.sorted { $0.lexicographicallyPrecedes($1) }, "keys, \(context)", file: file, line: line)
+        for (key, value) in expected {
+            XCTAssertEqual(try store.get(key), value, "\(String(decoding: key, as: UTF8.self)), \(context)", file: file, line: line)
+        }
+    }
+
+    private func readOnlyOptions() -> CaskStore.Options {
+        var options = CaskStore.Options()
+        options.readOnly = true
+        return options
+    }
+
+    private func verificationOptions() -> CaskStore.Options {
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 8 << 10
+        options.writeHints = false  // keeps the loops fast; the hint path has its own checks
+        return options
+    }
+
+    // MARK: Cuts
+
+    func testCutAtEveryByteOfTheLastRecords() throws {
+        let fixture = try makeFixture(seed: 0x7042)
+        defer { fixture.dir.remove() }
+        let original = try StoreFiles.snapshot(fixture.dir.path)
+        let lastName = SegmentName.segment(fixture.lastID)
+        let hintName = SegmentName.hint(fixture.lastID)
+        let underTest = fixture.last.suffix(7)
+        let boundaries = Set(underTest.map(\.offset) + underTest.map(\.end))
+        let fullLength = fixture.last.last!.end
+        XCTAssertEqual(original[lastName]?.count, fullLength)
+        var cuts = 0, reported = 0
+        for cut in underTest.first!.offset...fullLength {
+            let scratch = TemporaryDirectory("cask-torn-cut")
+            defer { scratch.remove() }
+            // Every 10th cut keeps the last segment's hint, which then covers more than the file.
+            let keepHint = cut % 10 == 0
+            for (name, bytes) in original where !name.hasSuffix(".hint") || (keepHint && name == hintName) {
+                try StoreFiles.write(scratch.appending(name), name == lastName ? Array(bytes.prefix(cut)) : bytes)
+            }
+            let keptOfLast = fixture.last.filter { $0.end <= cut }
+            let boundary = keptOfLast.last?.end ?? SegmentHeader.length
+            let expected = StoreFiles.replay(fixture.earlier + keptOfLast)
+            let context = "cut at \(cut) of \(fullLength)"
+
+            let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            let report = store.recoveryReport
+            XCTAssertTrue(report.corruptRanges.isEmpty, "\(context): \(report)")
+            if boundaries.contains(cut) {
+                XCTAssertTrue(report.truncations.isEmpty, "\(context) is a record boundary: \(report)")
+            } else {
+                XCTAssertEqual(report.truncations.count, 1, "\(context): \(report)")
+                if let truncation = report.truncations.first {
+                    XCTAssertEqual(truncation.file, scratch.appending(lastName), context)
+                    XCTAssertEqual(truncation.offset, Int64(boundary), context)
+                    XCTAssertEqual(truncation.bytesRemoved, Int64(cut - boundary), context)
+                    XCTAssertFalse(truncation.reason.isEmpty)
+                    reported += 1
+                }
+            }
+            if keepHint && cut < fullLength {
+                XCTAssertEqual(report.invalidHints, [scratch.appending(hintName)], "\(context): a hint covering more than the file")
+            }
+            XCTAssertEqual(try StoreFiles.fileSize(scratch.appending(lastName)), boundary, "\(context): file length after the cut")
+            try verify(store, expected, context)
+            // The store keeps working from the cut: a write lands after the last good record.
+            if cut % 4 == 0 {
+                try store.put("after-cut", [1, 2, 3])
+                try store.close()
+                let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                XCTAssertTrue(again.recoveryReport.isClean, "\(context), reopened: \(again.recoveryReport)")
+                var expectedAfter = expected
+                expectedAfter[Array("after-cut".utf8)] = [1, 2, 3]
+                try verify(again, expectedAfter, context + ", after a write and a reopen")
+                try again.close()
+            } else {
+                try store.close()
+            }
+            cuts += 1
+        }
+        XCTAssertGreaterThan(reported, 100)
+        print("TornWriteTests: \(cuts) cuts, \(reported) truncations reported")
+    }
+
+    func testReadOnlyOpenOfATornStoreChangesNothing() throws {
+        let fixture = try makeFixture(seed: 0x7043)
+        defer { fixture.dir.remove() }
+        try StoreFiles.removeHints(in: fixture.dir.path)
+        for record in fixture.last.suffix(3) {
+            let cut = record.offset + record.length / 2
+            let scratch = TemporaryDirectory("cask-torn-ro")
+            defer { scratch.remove() }
+            try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+            try StoreFiles.truncate(scratch.appending(SegmentName.segment(fixture.lastID)), to: cut)
+            let before = try StoreFiles.snapshot(scratch.path)
+            let store = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
+            XCTAssertTrue(store.recoveryReport.truncations.isEmpty, "read-only must not cut: \(store.recoveryReport)")
+            XCTAssertFalse(store.recoveryReport.isClean, "the torn tail is still reported: \(store.recoveryReport)")
+            try verify(store, StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cut }), "read-only, cut at \(cut)")
+            XCTAssertThrowsError(try store.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+            try store.close()
+            XCTAssertTrue(try StoreFiles.snapshot(scratch.path) == before, "a read-only open modified the store")
+        }
+    }
+
+    // MARK: Garbage after the last record
+
+    func testGarbageAfterTheLastRecordIsCut() throws {
+        let fixture = try makeFixture(seed: 0x7044)
+        defer { fixture.dir.remove() }
+        var rng = SeededGenerator(seed: 0x6A7B)
+        let fullLength = fixture.last.last!.end
+        let segment = try StoreFiles.read(fixture.lastPath)
+        let lastRecord = Array(segment[fixture.last.last!.offset...])
+        var hugeHeader: [UInt8] = [0, 0, 0, 0, 1, 0, 5]
+        var buffer = ByteBuffer(capacity: 16)
+        buffer.append(varint: UInt64(Limits.maxKeyLength))
+        buffer.append(varint: UInt64(Limits.maxValueLength))
+        hugeHeader += buffer.copyBytes()
+        let tails: [(String, [UInt8])] = [
+            ("1 zero byte", [0]),
+            ("7 zero bytes", [UInt8](repeating: 0, count: 7)),
+            ("4 KiB of zeros", [UInt8](repeating: 0, count: 4096)),
+            ("1 random byte", rng.bytes(1)),
+            ("300 random bytes", rng.bytes(300)),
+            ("5000 random bytes", rng.bytes(5000)),
+            ("a record with a bad checksum", [lastRecord[0] ^ 1] + lastRecord.dropFirst()),
+            ("the first half of a record", Array(lastRecord.prefix(lastRecord.count / 2))),
+            ("a header claiming the largest key and value", hugeHeader + rng.bytes(100)),
+            ("0xFF bytes", [UInt8](repeating: 0xFF, count: 64)),
+        ]
+        for (name, tail) in tails {
+            for keepHints in [false, true] {
+                let scratch = TemporaryDirectory("cask-torn-garbage")
+                defer { scratch.remove() }
+                try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+                if !keepHints { try StoreFiles.removeHints(in: scratch.path) }
+                let path = scratch.appending(SegmentName.segment(fixture.lastID))
+                try StoreFiles.append(path, tail)
+                let context = "\(name), hints \(keepHints)"
+
+                let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                let report = store.recoveryReport
+                XCTAssertTrue(report.corruptRanges.isEmpty, "\(context): \(report)")
+                XCTAssertEqual(report.truncations.map(\.file), [path], "\(context): \(report)")
+                XCTAssertEqual(report.truncations.first?.offset, Int64(fullLength), context)
+                XCTAssertEqual(report.truncations.first?.bytesRemoved, Int64(tail.count), context)
+                XCTAssertEqual(report.bytesTruncated, Int64(tail.count), context)
+                XCTAssertTrue(report.invalidHints.isEmpty, "\(context): \(report)")
+                XCTAssertEqual(try StoreFiles.fileSize(path), fullLength, context)
+                try verify(store, fixture.model, context)
+                try store.put("after-garbage", [9])
+                try store.close()
+                let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                XCTAssertTrue(again.recoveryReport.isClean, "\(context), reopened: \(again.recoveryReport)")
+                XCTAssertEqual(try again.get("after-garbage"), [9], context)
+                try again.close()
+            }
+        }
+    }
+
+    // MARK: A torn segment header
+
+    /// A crash right after a new segment file was created: its 40-byte header is incomplete
+    /// (cut short, or of the right length but not all written).
+    func testTornHeaderOfAFreshLastSegment() throws {
+        let fixture = try makeFixture(seed: 0x7045)
+        defer { fixture.dir.remove() }
+        let newID = fixture.lastID + 1
+        let header = SegmentHeader(segmentID: newID, baseSeq: fixture.all.map(\.seq).max()! + 1).encoded()
+        var variants: [(String, [UInt8])] = []
+        for length in 0...SegmentHeader.length { variants.append(("\(length) header bytes", Array(header.prefix(length)))) }
+        for length in [0, 8, 20, 39] {
+            variants.append(("\(length) header bytes then zeros", Array(header.prefix(length)) + [UInt8](repeating: 0, count: SegmentHeader.length - length)))
+        }
+        for (name, bytes) in variants {
+            let scratch = TemporaryDirectory("cask-torn-header")
+            defer { scratch.remove() }
+            try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+            let path = scratch.appending(SegmentName.segment(newID))
+            try StoreFiles.write(path, bytes)
+            let complete = bytes == header
+
+            // Read-only: opens, sees everything, changes nothing.
+            let before = try StoreFiles.snapshot(scratch.path)
+            let reader = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
+            try verify(reader, fixture.model, "\(name), read-only")
+            try reader.close()
+            XCTAssertTrue(try StoreFiles.snapshot(scratch.path) == before, "\(name): a read-only open modified the store")
+
+            // Writable: opens, repairs the header, and the store keeps working.
+            let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            let report = store.recoveryReport
+            if complete {
+                XCTAssertTrue(report.isClean, "\(name): \(report)")
+            } else {
+                XCTAssertTrue(report.corruptRanges.isEmpty, "\(name): \(report)")
+                XCTAssertEqual(report.truncations.map(\.file), [path], "\(name): \(report)")
+            }
+            try verify(store, fixture.model, name)
+            try store.put("after-header", [4, 2])
+            try store.close()
+            let repaired = try StoreFiles.read(path)
+            XCTAssertEqual(repaired.prefix(8), header.prefix(8), "\(name): magic")
+            XCTAssertEqual(Array(repaired.prefix(SegmentHeader.length)).withUnsafeBytes { SegmentHeader.decode($0) }.map(\.segmentID), .success(newID), name)
+
+            let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            XCTAssertTrue(again.recoveryReport.isClean, "\(name), reopened: \(again.recoveryReport)")
+            var expected = fixture.model
+            expected[Array("after-header".utf8)] = [4, 2]
+            try verify(again, expected, "\(name), reopened")
+            try again.close()
+        }
+    }
+
+    // MARK: Hints of a cut segment
+
+    /// A hint that covers more than its segment (the segment lost its tail) is rejected; later
+    /// writes that make the segment longer again must not bring the stale hint back to life.
+    func testStaleHintOfACutSegmentIsNotRevivedByLaterWrites() throws {
+        let fixture = try makeFixture(seed: 0x7046)
+        defer { fixture.dir.remove() }
+        let hintPath = StoreFiles.hintPath(fixture.dir.path, fixture.lastID)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: hintPath))
+        let cutRecord = fixture.last[fixture.last.count - 4]
+        try StoreFiles.truncate(fixture.lastPath, to: cutRecord.offset + 3)
+        var options = verificationOptions()  // nothing rewrites the hint on close
+        options.maxSegmentSize = 1 << 20
+        let store = try CaskStore.open(at: fixture.dir.path, options: options)
+        XCTAssertEqual(store.recoveryReport.invalidHints, [hintPath], "\(store.recoveryReport)")
+        XCTAssertEqual(store.recoveryReport.truncations.map(\.offset), [Int64(cutRecord.offset)])
+        var expected = StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cutRecord.offset })
+        try verify(store, expected, "after the cut")
+        var rng = SeededGenerator(seed: 46)
+        var i = 0
+        while try StoreFiles.fileSize(fixture.lastPath) <= fixture.last.last!.end + 100 {
+            let value = rng.bytes(40)
+            try store.put("grow\(i)", value)
+            expected[Array("grow\(i)".utf8)] = value
+            i += 1
+        }
+        try store.close()
+        let again = try CaskStore.open(at: fixture.dir.path, options: options)
+        XCTAssertTrue(again.recoveryReport.corruptRanges.isEmpty, "\(again.recoveryReport)")
+        try verify(again, expected, "after growing past the stale hint")
+        try again.close()
+    }
+}
