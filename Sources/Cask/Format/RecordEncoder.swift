@@ -33,26 +33,37 @@ package final class RecordEncoder {
                 storedLength = compressedLength
             }
         }
-        let start = buffer.count
-        buffer.reserve(Limits.maxRecordHeaderLength + key.count + storedLength)
-        buffer.append(littleEndian: UInt32(0))  // checksum, set below
-        buffer.append(byte: type.rawValue)
-        buffer.append(byte: flags)
-        buffer.append(varint: seq)
-        buffer.append(varint: UInt64(key.count))
-        buffer.append(varint: UInt64(value.count))
-        if flags & RecordFlags.lz4 != 0 { buffer.append(varint: UInt64(storedLength)) }
-        if let expiresAt { buffer.append(littleEndian: expiresAt) }
-        buffer.append(key)
-        if flags & RecordFlags.lz4 != 0 {
-            scratch.withUnsafeBytes { buffer.append($0) }
-        } else {
-            buffer.append(value)
+        let compressed = flags & RecordFlags.lz4 != 0
+        let limit = Limits.maxRecordHeaderLength + key.count + storedLength
+        var length = 0
+        // One reservation, then the header is written field by field through a pointer: this is the
+        // put hot path, and per-field appends each re-check the capacity.
+        scratch.withUnsafeBytes { compressedValue in
+            buffer.appendWithUnsafeSpace(limit) { space in
+                let base = space.baseAddress!
+                base.storeBytes(of: type.rawValue, toByteOffset: 4, as: UInt8.self)
+                base.storeBytes(of: flags, toByteOffset: 5, as: UInt8.self)
+                var position = 6
+                position += Varint.write(seq, to: base + position)
+                position += Varint.write(UInt64(key.count), to: base + position)
+                position += Varint.write(UInt64(value.count), to: base + position)
+                if compressed { position += Varint.write(UInt64(storedLength), to: base + position) }
+                if let expiresAt {
+                    base.storeBytes(of: expiresAt.littleEndian, toByteOffset: position, as: UInt64.self)
+                    position += 8
+                }
+                if let keyBase = key.baseAddress { (base + position).copyMemory(from: keyBase, byteCount: key.count) }
+                position += key.count
+                let payload = compressed ? compressedValue : value
+                if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: storedLength) }
+                position += storedLength
+                let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: position - 4))
+                base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+                length = position
+                return position
+            }
         }
-        let end = buffer.count
-        let crc = buffer.withUnsafeBytes { CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<end])) }
-        buffer.set(littleEndian: crc, at: start)
         if scratch.capacity > 1 << 20 { scratch.reset(shrinkingTo: 4096) }  // do not pin a huge value's buffer
-        return end - start
+        return length
     }
 }

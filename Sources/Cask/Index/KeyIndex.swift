@@ -19,7 +19,7 @@ package final class KeyIndex {
     private struct Entry {
         /// Position of the key in the arena: chunk << 20 | offset. For a free entry, the next free entry.
         var keyPosition: UInt32
-        /// `UInt32.max` marks a free entry.
+        /// `UInt32.max` marks a free entry (segment ids stop below it).
         var segmentID: UInt32
         var offset: UInt32
         /// The record length; the top bit marks a tombstone kept during recovery.
@@ -388,24 +388,26 @@ package final class KeyIndex {
     private func resize(toHold keys: Int) {
         var newCapacity = capacity
         while keys * 2 > newCapacity { newCapacity *= 2 }
-        let oldControl = control, oldSlots = slots, oldCapacity = capacity
+        control.deallocate()
+        slots.deallocate()
         control = .allocate(capacity: newCapacity)
         control.initialize(repeating: Self.empty, count: newCapacity)
         slots = .allocate(capacity: newCapacity)
         capacity = newCapacity
         usedSlots = 0
         let mask = newCapacity - 1
-        for slot in 0..<oldCapacity where oldControl[slot] >= 0x80 {
-            let number = oldSlots[slot]
-            let hash = hasher.hash(keyBytes(at: entryPointer(number).pointee.keyPosition))
+        // Walk the entries rather than the old slots: entries, and the keys in the arena, are in
+        // insertion order, so rehashing reads memory sequentially instead of at random.
+        for number in 0..<UInt32(entryCount) {
+            let entry = entryPointer(number).pointee
+            guard entry.segmentID != .max else { continue }  // a free entry
+            let hash = hasher.hash(keyBytes(at: entry.keyPosition))
             var target = Int(truncatingIfNeeded: hash) & mask
             while control[target] != Self.empty { target = (target + 1) & mask }
             control[target] = Self.tag(hash)
             slots[target] = number
             usedSlots += 1
         }
-        oldControl.deallocate()
-        oldSlots.deallocate()
     }
 
     /// Rewrites the arena when deleted keys waste more than half of it.

@@ -57,8 +57,8 @@ package struct StoreRecovery {
             result.report.invalidHints = distrustedHints
             result.index.beginRecovery()
             for (position, id) in ids.enumerated() {
-                guard id <= UInt64(UInt32.max) else {
-                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max)")
+                guard id < UInt64(UInt32.max) else {
+                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max - 1)")
                 }
                 let isLast = position == ids.count - 1
                 try recoverSegment(id: id, isLast: isLast, hasHint: hinted.contains(id), into: &result)

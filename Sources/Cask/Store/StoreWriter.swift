@@ -60,6 +60,9 @@ package struct StoreWriter: ~Copyable {
         id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int
     ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
+        guard id < UInt64(UInt32.max) else {
+            throw CaskError.corruptFile(path: path, reason: "segment ids are exhausted (limit \(UInt32.max - 1))")
+        }
         let header = SegmentHeader(segmentID: id, baseSeq: baseSeq).encoded()
         let fd: Int32
         do {
