@@ -51,6 +51,19 @@ extension CaskStore {
         return try Array(collection).withBytes(body)
     }
 
+    /// Hands the writes waiting in the `.buffered` mode buffer to the OS: from then on they survive
+    /// the process being killed (not a power cut: that is ``sync()``). Nothing to do in other modes.
+    public func flush() throws(CaskError) {
+        guard let writer else {
+            if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            return
+        }
+        try writer.withLock { (w) throws(CaskError) in
+            try w.checkUsable()
+            try w.flush(bufferLimit: options.bufferSize)
+        }
+    }
+
     /// Makes every write that returned before this call durable (`fdatasync`), in any durability mode.
     /// Concurrent callers and `.fsync` writers share one `fdatasync`.
     public func sync() throws(CaskError) {
@@ -147,10 +160,20 @@ extension CaskStore {
     /// Writes a segment's hint file on the background queue (`close()` waits for it).
     func scheduleHint(for file: SegmentFile, length: Int64) {
         let directory = directory, fileSystem = fileSystem
-        background.async(group: backgroundWork) {
+        background.async(group: backgroundWork) { [weak self] in
             // A failed hint costs only open time later; the segment is scanned instead.
-            _ = try? HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem)
+            do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
+                // But a failed fdatasync may have dropped the segment's data, and the kernel reports
+                // that only once: a later sync of the segment would succeed. Remember it.
+                if case .syncFailed = error { self?.noteSyncFailure(error) }
+            }
         }
+    }
+
+    /// From now on writes, syncs and close fail with `failure`.
+    func noteSyncFailure(_ failure: CaskError) {
+        writer?.withLock { w in if w.failure == nil { w.failure = failure } }
+        syncState.withLock { sync, _ in if sync.failure == nil { sync.failure = failure } }
     }
 
     // MARK: Group commit
@@ -202,11 +225,14 @@ extension CaskStore {
 
     /// The group-commit leader's work: `fdatasync` every segment with unsynced writes.
     private func syncEverythingWritten(_ writer: Lock<StoreWriter>) -> Result<SyncPosition, CaskError> {
-        let (active, position, sealed) = writer.withLock { w in
+        let (active, position, sealed, failure) = writer.withLock { w in
             let sealed = w.unsyncedSealed
             w.unsyncedSealed.removeAll()
-            return (w.active, SyncPosition(segmentID: w.active.id, offset: w.flushed), sealed)
+            return (w.active, SyncPosition(segmentID: w.active.id, offset: w.flushed), sealed, w.failure)
         }
+        // After a failed sync (say, sealing a segment) a new one may succeed although the failed one
+        // dropped data written before it: never report durability past a failure.
+        if let failure { return .failure(failure) }
         for file in sealed + [active] {
             do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
                 return .failure(CaskError.syncFailed(path: file.path, errno: error))
