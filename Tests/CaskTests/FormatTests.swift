@@ -203,13 +203,17 @@ final class FormatTests: XCTestCase {
         assertRoundTrip(.delete, seq: 6, key: Array("gone".utf8), value: [], compressed: false)
         assertRoundTrip(.put, seq: 7, key: Array("exp".utf8), value: compressible, expiresAt: 1_700_000_000_123, compressed: true)
         assertRoundTrip(.put, seq: 8, key: Array("exp-raw".utf8), value: [9, 9, 9], expiresAt: .max, compressed: false)
-        assertRoundTrip(.delete, seq: 9, key: Array("exp-del".utf8), value: [], expiresAt: 0, compressed: false)
-        assertRoundTrip(.put, seq: .max, key: [UInt8](repeating: 0x5A, count: Limits.maxKeyLength), value: [1], compressed: false)
+        assertRoundTrip(.put, seq: Limits.maxSeq, key: [UInt8](repeating: 0x5A, count: Limits.maxKeyLength), value: [1], compressed: false)
+        // Out of the format's range: a delete with an expiry, seq 0, seq 2^63 (so "next" never overflows).
+        for (type, seq, expiresAt) in [(RecordType.delete, UInt64(9), UInt64?(0)), (.put, 0, nil), (.put, Limits.maxSeq + 1, nil), (.put, .max, nil)] {
+            let record = encodeRecord(type, seq: seq, key: Array("bad".utf8), value: [], expiresAt: expiresAt)
+            guard case .failure(.malformed) = validate(record) else { return XCTFail("accepted \(type) seq \(seq) expiry \(String(describing: expiresAt))") }
+        }
         assertRoundTrip(.put, seq: 1 << 40, key: [0], value: [UInt8](repeating: 3, count: 1 << 20), compressed: true)
         assertRoundTrip(.put, seq: 11, key: [1], value: rng.bytes(70_000), compressed: false)
         // One encoder reused across many records (its scratch buffer must not leak between them).
         let encoder = RecordEncoder()
-        for seq in 0..<300 {
+        for seq in 1...300 {
             let length = Int.random(in: 0..<600, using: &rng)
             let compress = Bool.random(using: &rng)
             let value = compress ? [UInt8](repeating: UInt8(seq & 0xFF), count: max(length, 64)) : rng.bytes(length)
@@ -345,7 +349,7 @@ final class FormatTests: XCTestCase {
         XCTAssertEqual(decode(resealed(version0)), .failure(.unsupportedVersion(0)))
         var longerHeader = good
         longerHeader[10] = 48
-        XCTAssertEqual(decode(resealed(longerHeader)), .failure(.unsupportedVersion(1)))
+        XCTAssertEqual(decode(resealed(longerHeader)), .failure(.unsupportedHeaderLength(48)))
     }
 
     // MARK: Hint files
@@ -364,7 +368,7 @@ final class FormatTests: XCTestCase {
             let key = rng.bytes(Int.random(in: keyLength, using: &rng))
             let type: RecordType = seq % 7 == 0 ? .delete : .put
             let value = type == .delete ? [] : (seq % 3 == 0 ? [UInt8](repeating: 1, count: 200) : rng.bytes(Int.random(in: 0..<50, using: &rng)))
-            let expiresAt: UInt64? = seq % 5 == 0 ? 1_234_567 + seq : nil
+            let expiresAt: UInt64? = type == .put && seq % 5 == 0 ? 1_234_567 + seq : nil
             let record = encodeRecord(type, seq: seq * 3, key: key, value: value, expiresAt: expiresAt, encoder: encoder)
             guard case .success(let header) = validate(record) else { XCTFail("record"); continue }
             headers.append((Int64(bytes.count), header, key))

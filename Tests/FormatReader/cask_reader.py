@@ -53,6 +53,7 @@ MAX_SEGMENT_ID = 4_294_967_294
 MAX_RECORD_HEADER = 4 + 1 + 1 + 4 * 10 + 8  # with every varint at its longest (10 bytes) encoding
 LZ4_MAX_INPUT_SIZE = 0x7E000000
 
+MAX_SEQ = (1 << 63) - 1
 SEGMENT_NAME = re.compile(r"^([0-9]{10})\.cask$")
 HINT_NAME = re.compile(r"^([0-9]{10})\.hint$")
 
@@ -115,6 +116,8 @@ def read_varint(data, pos, end):
             raise Invalid("varint overflows 64 bits")
         value |= (b & 0x7F) << shift
         if b & 0x80 == 0:
+            if b == 0 and i > 0:
+                raise Invalid("varint not in its shortest form")
             return value, pos + i + 1
         shift += 7
     raise Invalid("varint longer than 10 bytes")
@@ -243,14 +246,16 @@ def parse_record(data, offset, end):
     # Rule 2: varints well formed, lengths within limits, before anything is sized from them.
     pos = offset + 6
     seq, pos = read_varint(data, pos, end)
+    if not 1 <= seq <= MAX_SEQ:
+        raise Invalid("sequence number %d out of range" % seq)
     key_length, pos = read_varint(data, pos, end)
     if not 1 <= key_length <= MAX_KEY_LENGTH:
         raise Invalid("key length %d out of range" % key_length)
     value_length, pos = read_varint(data, pos, end)
     if value_length > MAX_VALUE_LENGTH:
         raise Invalid("value length %d out of range" % value_length)
-    if rtype == TYPE_DELETE and (value_length != 0 or flags & FLAG_LZ4):
-        raise Invalid("delete with a value or the lz4 flag")
+    if rtype == TYPE_DELETE and (value_length != 0 or flags != 0):
+        raise Invalid("delete with a value, the lz4 flag or an expiry")
     if flags & FLAG_LZ4:
         stored_length, pos = read_varint(data, pos, end)
         if not 1 <= stored_length <= lz4_compress_bound(value_length):
@@ -374,6 +379,8 @@ def parse_hint_entry(raw, p, end):
         raise Invalid("hint entry with unknown flags 0x%02x" % e.flags)
     p += 2
     e.seq, p = read_varint(raw, p, end)
+    if not 1 <= e.seq <= MAX_SEQ:
+        raise Invalid("hint entry sequence number %d out of range" % e.seq)
     e.record_length, p = read_varint(raw, p, end)
     e.value_length, p = read_varint(raw, p, end)
     key_length, p = read_varint(raw, p, end)
@@ -381,8 +388,8 @@ def parse_hint_entry(raw, p, end):
         raise Invalid("hint entry key length %d out of range" % key_length)
     if e.value_length > MAX_VALUE_LENGTH:
         raise Invalid("hint entry value length %d out of range" % e.value_length)
-    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & FLAG_LZ4):
-        raise Invalid("hint entry for a delete with a value or the lz4 flag")
+    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags != 0):
+        raise Invalid("hint entry for a delete with a value, the lz4 flag or an expiry")
     # The smallest record these fields allow: crc, type, flags, three 1-byte varints (plus a stored
     # length when lz4, plus the expiry), the key and the payload (at least 1 byte when lz4).
     minimum = 4 + 2 + 3 + key_length

@@ -220,12 +220,24 @@ package enum HintFile {
         return summary
     }
 
+    /// Whether a record with these fields could have exactly `recordLength` bytes (FORMAT.md, "Hint
+    /// files"): a hint must not point the index at offsets no such record could occupy.
+    private static func isPlausible(type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int) -> Bool {
+        if type == .delete && (valueLength != 0 || flags != 0) { return false }
+        let fixed = 6 + Varint.size(of: seq) + Varint.size(of: UInt64(keyLength)) + Varint.size(of: UInt64(valueLength))
+            + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength
+        guard flags & RecordFlags.lz4 != 0 else { return recordLength == fixed + valueLength }
+        // Compressed: a stored-length varint, then 1 ... compressBound(valueLength) payload bytes.
+        let bound = LZ4Compressor.bound(valueLength)
+        return recordLength - fixed >= 2 && recordLength - fixed <= Varint.size(of: UInt64(bound)) + bound
+    }
+
     private static func parseEntries(
         _ block: UnsafeRawBufferPointer, offset: inout Int64, count: inout UInt64, _ body: (HintEntry) -> Void
     ) -> Bool {
         var position = 0
         while position < block.count {
-            guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
+            guard block.count - position >= 2, let type = RecordType(rawValue: block[position]), type != .batch else { return false }
             let flags = block[position + 1]
             guard flags & ~RecordFlags.known == 0 else { return false }
             position += 2
@@ -233,6 +245,10 @@ package enum HintFile {
                   let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),
                   let valueLength = Varint.read(block, at: &position), valueLength <= UInt64(Limits.maxValueLength),
                   let keyLength = Varint.read(block, at: &position), keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength)
+            else { return false }
+            guard seq >= 1, seq <= Limits.maxSeq,
+                  isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength),
+                              valueLength: Int(valueLength), keyLength: Int(keyLength))
             else { return false }
             var expiresAt: UInt64?
             if flags & RecordFlags.expires != 0 {

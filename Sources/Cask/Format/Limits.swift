@@ -5,6 +5,8 @@ public enum Limits {
     public static let maxKeyLength = 65_535
     /// Values (uncompressed) are 0 to 256 MiB.
     public static let maxValueLength = 256 << 20
+    /// Sequence numbers are 1 to 2^63 - 1, so that "next" never overflows.
+    public static let maxSeq: UInt64 = (1 << 63) - 1
     /// The most bytes a record header can take: crc, type, flags, three varints, optional expiry.
     static let maxRecordHeaderLength = 4 + 1 + 1 + 10 + 3 + 5 + 5 + 8
     /// The largest record a reader must accept.

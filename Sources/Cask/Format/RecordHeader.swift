@@ -54,6 +54,7 @@ package struct RecordHeader: Equatable, Sendable {
         guard flags & ~RecordFlags.known == 0 else { return .failure(.malformed("unknown flags 0x\(String(flags, radix: 16))")) }
         var offset = 6
         guard let seq = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "sequence number")) }
+        guard seq >= 1, seq <= Limits.maxSeq else { return .failure(.malformed("sequence number \(seq) outside 1...\(Limits.maxSeq)")) }
         guard let keyLength = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "key length")) }
         guard keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength) else {
             return .failure(.malformed("key length \(keyLength) outside 1...\(Limits.maxKeyLength)"))
@@ -70,8 +71,8 @@ package struct RecordHeader: Equatable, Sendable {
             }
             storedLength = stored
         }
-        if type == .delete && (valueLength != 0 || flags & RecordFlags.lz4 != 0) {
-            return .failure(.malformed("delete record carries a value"))
+        if type == .delete && (valueLength != 0 || flags != 0) {
+            return .failure(.malformed("delete record carries a value, compression or an expiry"))
         }
         var expiresAt: UInt64?
         if flags & RecordFlags.expires != 0 {

@@ -41,6 +41,8 @@ package struct SegmentHeader: Equatable, Sendable {
         case tooShort
         case badMagic
         case unsupportedVersion(UInt16)
+        /// The right magic, version and checksum, but another header length.
+        case unsupportedHeaderLength(UInt16)
         case badChecksum
     }
 
@@ -50,9 +52,9 @@ package struct SegmentHeader: Equatable, Sendable {
         let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
         let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<36]))
         guard crc == bytes.readLittleEndian(at: 36, as: UInt32.self) else { return .failure(.badChecksum) }
-        guard version == currentVersion, bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(length) else {
-            return .failure(.unsupportedVersion(version))
-        }
+        guard version == currentVersion else { return .failure(.unsupportedVersion(version)) }
+        let headerLength = bytes.readLittleEndian(at: 10, as: UInt16.self)
+        guard headerLength == UInt16(length) else { return .failure(.unsupportedHeaderLength(headerLength)) }
         return .success(SegmentHeader(
             segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self),
             baseSeq: bytes.readLittleEndian(at: 24, as: UInt64.self)))

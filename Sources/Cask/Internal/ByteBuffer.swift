@@ -120,7 +120,8 @@ package enum Varint {
     }
 
     /// Reads a varint from `bytes` at `offset`.
-    /// Returns `nil` when it runs past the end or is longer than 10 bytes / overflows 64 bits.
+    /// Returns `nil` when it runs past the end, is longer than 10 bytes, overflows 64 bits, or is
+    /// not in its shortest form (a final `0x00` after other bytes): every varint has one encoding.
     @inline(__always)
     package static func read(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) -> UInt64? {
         var result: UInt64 = 0
@@ -132,6 +133,7 @@ package enum Varint {
             if shift == 63 && byte > 1 { return nil }
             result |= UInt64(byte & 0x7F) << shift
             if byte < 0x80 {
+                if byte == 0 && shift > 0 { return nil }  // not minimal
                 offset = index
                 return result
             }

@@ -57,8 +57,8 @@ package struct StoreRecovery {
             result.report.invalidHints = distrustedHints
             result.index.beginRecovery()
             for (position, id) in ids.enumerated() {
-                guard id < UInt64(UInt32.max) else {
-                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is over the limit \(UInt32.max - 1)")
+                guard id >= 1, id < UInt64(UInt32.max) else {
+                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is outside 1...\(UInt32.max - 1)")
                 }
                 let isLast = position == ids.count - 1
                 try recoverSegment(id: id, isLast: isLast, hasHint: hinted.contains(id), into: &result)
@@ -127,6 +127,8 @@ package struct StoreRecovery {
             }
         case .failure(.unsupportedVersion(let version)):
             throw CaskError.unsupportedFormat(path: segmentPath, version: version)
+        case .failure(.unsupportedHeaderLength(let headerLength)):
+            throw CaskError.corruptFile(path: segmentPath, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
         case .failure where keepOpenForWriting && length <= Int64(SegmentHeader.length):
             // A crash while the segment was being created: its header is cut short, or has the right
             // length but was not all written (zeros), and no record follows it. Rewrite the header.

@@ -94,6 +94,8 @@ package struct StoreVerifier {
             }
         case .failure(.unsupportedVersion(let version)):
             throw CaskError.unsupportedFormat(path: segmentPath, version: version)
+        case .failure(.unsupportedHeaderLength(let headerLength)):
+            throw CaskError.corruptFile(path: segmentPath, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
         case .failure(.tooShort) where isLast:
             problem(.tornTail, 0, length, "segment header is incomplete (\(length) of \(SegmentHeader.length) bytes)")
         case .failure(let header):
@@ -263,6 +265,8 @@ extension SegmentHeader.Problem {
         case .tooShort: "the file is shorter than the \(SegmentHeader.length)-byte header"
         case .badMagic: "bad magic number (not a Cask segment)"
         case .unsupportedVersion(let version): "format version \(version) (this Cask reads format 1)"
+        case .unsupportedHeaderLength(let headerLength):
+            "segment header length \(headerLength), not the \(SegmentHeader.length) bytes of format 1 (written by another version of Cask?)"
         case .badChecksum: "header checksum mismatch"
         }
     }
