@@ -257,17 +257,3 @@ private struct HintCheck {
         return nil
     }
 }
-
-extension SegmentHeader.Problem {
-    /// A sentence for reports.
-    var explanation: String {
-        switch self {
-        case .tooShort: "the file is shorter than the \(SegmentHeader.length)-byte header"
-        case .badMagic: "bad magic number (not a Cask segment)"
-        case .unsupportedVersion(let version): "format version \(version) (this Cask reads format 1)"
-        case .unsupportedHeaderLength(let headerLength):
-            "segment header length \(headerLength), not the \(SegmentHeader.length) bytes of format 1 (written by another version of Cask?)"
-        case .badChecksum: "header checksum mismatch"
-        }
-    }
-}
