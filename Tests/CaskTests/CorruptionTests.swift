@@ -201,6 +201,37 @@ final class CorruptionTests: XCTestCase {
         }
     }
 
+    func testDamagedHeaderOfTheLastSegmentStopsAppendsToIt() throws {
+        let dir = TemporaryDirectory("cask-corrupt-last-header")
+        defer { dir.remove() }
+        var model: [[UInt8]: [UInt8]] = [:]
+        let store = try CaskStore.open(at: dir.path)
+        for i in 0..<50 {
+            let key = Array("key-\(i)".utf8)
+            model[key] = Array("value-\(i)".utf8)
+            try store.put(key, model[key]!)
+        }
+        try store.close()
+        let first = StoreFiles.segmentPath(dir.path, 1)
+        try FileManager.default.removeItem(atPath: StoreFiles.hintPath(dir.path, 1))
+        try StoreFiles.flip(first, at: 3, mask: 0x01)  // the magic number: the header is damage now
+        let damaged = try Data(contentsOf: URL(fileURLWithPath: first))
+
+        for round in 0..<3 {
+            let reopened = try CaskStore.open(at: dir.path)
+            XCTAssertEqual(reopened.recoveryReport.corruptRanges.map(\.file), [first], "round \(round): \(reopened.recoveryReport)")
+            for (key, value) in model { XCTAssertEqual(try reopened.get(key), value) }
+            let key = Array("after-\(round)".utf8)
+            model[key] = [UInt8(round)]
+            try reopened.put(key, [UInt8(round)])
+            try reopened.close()
+            // New writes went to a new segment: the damaged one is never appended to again.
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: first)), damaged, "round \(round)")
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".cask") }.sorted()
+        XCTAssertEqual(names, ["0000000001.cask", "0000000002.cask"])
+    }
+
     // MARK: Hint files
 
     func testDamagedHintFallsBackToScanningWithIdenticalResults() throws {

@@ -116,6 +116,7 @@ package struct StoreRecovery {
         } catch {
             throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
         }
+        var headerDamaged = false
         let decoded = headerBytes[0..<headerCount].withUnsafeBytes { SegmentHeader.decode($0) }
         switch decoded {
         case .success(let header):
@@ -144,9 +145,10 @@ package struct StoreRecovery {
             length = Int64(SegmentHeader.length)
             file.writtenLength.store(length, ordering: .relaxed)
         case .failure(let problem):
+            headerDamaged = true
             result.report.corruptRanges.append(.init(
                 file: segmentPath, offset: 0, length: min(length, Int64(SegmentHeader.length)),
-                reason: "invalid segment header (\(problem))"))
+                reason: "invalid segment header (\(problem.explanation))"))
         }
         stats.fileBytes = length
 
@@ -196,11 +198,12 @@ package struct StoreRecovery {
         }
         _ = validEnd
 
-        if keepOpenForWriting && length < maxSegmentSize && corrupt.isEmpty {
+        // A damaged segment is never appended to: a new one starts, so the damage stays where it is.
+        if keepOpenForWriting && length < maxSegmentSize && corrupt.isEmpty && !headerDamaged {
             result.active = file
         } else {
             stats.sealed = true
-            if writable && corrupt.isEmpty && hintCovers < length { result.segmentsNeedingHints.append(id) }
+            if writable && corrupt.isEmpty && !headerDamaged && hintCovers < length { result.segmentsNeedingHints.append(id) }
         }
         result.segments[id] = file
         result.stats[id] = stats
