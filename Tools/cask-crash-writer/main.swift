@@ -1,1 +1,150 @@
-print("todo")
+// cask-crash-writer: the child process of the crash tests (Tests/CaskTests/CrashTests.swift).
+//
+// It opens a store, writes until it is killed, and logs what it does to an acknowledgement log so
+// that the test can check the store after a SIGKILL at a random moment. Each thread owns its own
+// keys, so on any key the operations are sequential and the log orders them exactly.
+//
+// Log lines (one write(2) each, O_APPEND, so a line is never interleaved with another):
+//   S <pid>                       the store is open
+//   I <thread> <P|D> <key> <ver>  an operation is about to start ("intent")
+//   A <thread> <P|D> <key> <ver>  the operation returned (acknowledged), logged before the next one
+// The value of a put is `crashValue(key:version:)`, recomputed by the checker; versions are
+// `SEED << 32 | n`, unique across runs that use different seeds and growing with the seed.
+#if canImport(Glibc)
+import Glibc
+#endif
+import Cask
+import Foundation
+
+enum CrashWriter {
+    static let usage = """
+        OVERVIEW: Writes to a Cask store until killed, logging every acknowledged operation.
+
+        USAGE: cask-crash-writer <dir> <acklog> <seed> <mode> [<threads>]
+
+        ARGUMENTS:
+          <dir>       The store directory (created if missing).
+          <acklog>    The acknowledgement log, appended to.
+          <seed>      Random seed, 1 to 4294967295; versions are seed << 32 | n.
+          <mode>      Durability: os, fsync or buffered.
+          <threads>   Writer threads, 1 to 64 (default 1).
+        """
+
+    /// Keys per thread: a small key space so that keys are overwritten and deleted often.
+    static let keysPerThread = 48
+
+    static func run() -> Never {
+        let arguments = CommandLine.arguments
+        guard arguments.count == 5 || arguments.count == 6 else { usageError("expected 4 or 5 arguments") }
+        let directory = arguments[1], ackPath = arguments[2]
+        guard let seed = UInt64(arguments[3]), seed > 0, seed <= UInt64(UInt32.max) else { usageError("bad seed \(arguments[3])") }
+        guard let durability = Durability(rawValue: arguments[4]) else { usageError("bad mode \(arguments[4])") }
+        let threads = arguments.count == 6 ? Int(arguments[5]) ?? 0 : 1
+        guard (1...64).contains(threads) else { usageError("bad thread count \(arguments[5])") }
+
+        let ackFD = Glibc.open(ackPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard ackFD >= 0 else { fail("cannot open \(ackPath): \(String(cString: strerror(errno)))") }
+
+        var options = CaskStore.Options(durability: durability)
+        options.maxSegmentSize = 64 << 10  // rotations every few dozen puts
+        options.bufferSize = 16 << 10
+        let store: CaskStore
+        do {
+            store = try CaskStore.open(at: directory, options: options)
+        } catch {
+            fail("open failed: \(error)")
+        }
+        log(ackFD, "S \(getpid())")
+
+        for thread in 0..<threads {
+            let worker = Thread {
+                writeForever(store: store, thread: thread, seed: seed, ackFD: ackFD)
+            }
+            worker.start()
+        }
+        // Exit if the parent test process goes away, so that no writer outlives a crashed test.
+        let parent = getppid()
+        let deadline = Date().addingTimeInterval(120)
+        while getppid() == parent && Date() < deadline { usleep(20_000) }
+        exit(3)
+    }
+
+    static func writeForever(store: CaskStore, thread: Int, seed: UInt64, ackFD: Int32) -> Never {
+        var random = SplitMix64(state: seed &* 0x2545_F491_4F6C_DD1D ^ UInt64(thread + 1))
+        var counter: UInt64 = 0
+        while true {
+            counter += 1
+            let version = seed << 32 | counter
+            let key = "t\(thread)-k\(random.next() % UInt64(keysPerThread))"
+            let isPut = random.next() % 100 < 75
+            let line = "\(thread) \(isPut ? "P" : "D") \(key) \(version)"
+            log(ackFD, "I " + line)
+            do {
+                if isPut {
+                    try store.put(key, crashValue(key: key, version: version))
+                } else {
+                    try store.delete(key)
+                }
+            } catch {
+                fail("\(isPut ? "put" : "delete") \(key) failed: \(error)")
+            }
+            log(ackFD, "A " + line)
+        }
+    }
+
+    /// Appends one line with a single write(2).
+    static func log(_ fd: Int32, _ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if written != bytes.count { fail("cannot write the acknowledgement log: \(String(cString: strerror(errno)))") }
+    }
+
+    static func usageError(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("Error: \(message)\n\n\(usage)\n".utf8))
+        exit(64)
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("Error: \(message)\n".utf8))
+        exit(1)
+    }
+}
+
+// MARK: Values (keep identical to the copy in Tests/CaskTests/CrashTests.swift)
+
+/// The value the writer puts for `key` at `version`: 0 to 2000 bytes, half of them compressible.
+func crashValue(key: String, version: UInt64) -> [UInt8] {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in key.utf8 {
+        hash ^= UInt64(byte)
+        hash &*= 0x0000_0100_0000_01B3
+    }
+    var random = SplitMix64(state: hash ^ (version &* 0x9E37_79B9_7F4A_7C15))
+    let length = Int(random.next() % 2001)
+    var value = [UInt8]()
+    value.reserveCapacity(length)
+    let compressible = random.next() % 2 == 0
+    let pattern = random.next()
+    while value.count < length {
+        var word = compressible ? pattern : random.next()
+        for _ in 0..<8 where value.count < length {
+            value.append(UInt8(truncatingIfNeeded: word))
+            word >>= 8
+        }
+    }
+    return value
+}
+
+struct SplitMix64 {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+CrashWriter.run()

@@ -1,0 +1,311 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// Crash tests with real processes: `cask-crash-writer` writes to a store and logs every
+/// acknowledged operation; the test SIGKILLs it at a random moment, reopens the store and checks
+/// it against the log. Rounds chain on the same directory (a store recovered from one crash is
+/// written and crashed again), with a fresh directory every ``roundsPerDirectory`` rounds.
+///
+/// `CASK_CRASH_ROUNDS` sets the number of rounds (default 30 for `os`/`fsync` mode, a third of
+/// that for `buffered`); `CASK_TEST_SEED` replays a run.
+final class CrashTests: XCTestCase {
+    static let roundsPerDirectory = 10
+
+    /// `os` mode (and every fourth round `fsync`): every acknowledged operation survives the kill.
+    func testKilledWriterLosesNoAcknowledgedWrite() throws {
+        let rounds = Self.rounds(default: 30)
+        try runRounds(rounds, seedBase: 1, label: "os") { round in
+            (round % 4 == 3 ? .fsync : .os, round % 2 == 0 ? 1 : 4)
+        }
+    }
+
+    /// `buffered` mode may lose an unflushed tail, but only a tail: each writer thread's keys must
+    /// show a prefix of that thread's operations, and the store must open without damage.
+    func testKilledBufferedWriterLosesOnlyATail() throws {
+        let rounds = max(1, Self.rounds(default: 30) / 3)
+        try runRounds(rounds, seedBase: 500_000, label: "buffered") { round in
+            (.buffered, round % 2 == 0 ? 1 : 3)
+        }
+    }
+
+    /// The checker itself: it accepts exactly the states a crash can leave.
+    func testCheckerRejectsLostResurrectedAndInventedWrites() throws {
+        let dir = TemporaryDirectory("cask-ack-check")
+        defer { dir.remove() }
+        let path = dir.appending("ack")
+        // Thread 0: put a v10, delete b v11 (both acknowledged), put a v12 in flight; a line cut short.
+        try "S 1\nI 0 P a 10\nA 0 P a 10\nI 0 D b 11\nA 0 D b 11\nI 0 P a 12\nA 0 P".write(toFile: path, atomically: false, encoding: .utf8)
+        let log = try AckLog(path: path)
+        XCTAssertEqual(log.acknowledged, 2)
+        func check(_ found: [String: [UInt8]], allAcknowledgedSurvive: Bool) -> [String] {
+            var model: [String: UInt64] = ["b": 5]
+            return log.check(found: found, model: &model, allAcknowledgedSurvive: allAcknowledgedSurvive)
+        }
+        let a10 = crashValue(key: "a", version: 10), a12 = crashValue(key: "a", version: 12), b5 = crashValue(key: "b", version: 5)
+        // Every acknowledged operation, with or without the one in flight.
+        XCTAssertEqual(check(["a": a10], allAcknowledgedSurvive: true), [])
+        XCTAssertEqual(check(["a": a12], allAcknowledgedSurvive: true), [])
+        // A lost put, a deleted key back, a value never written.
+        XCTAssertFalse(check([:], allAcknowledgedSurvive: true).isEmpty)
+        XCTAssertFalse(check(["a": a10, "b": b5], allAcknowledgedSurvive: true).isEmpty)
+        XCTAssertFalse(check(["a": Array(a10.dropLast())], allAcknowledgedSurvive: true).isEmpty)
+        XCTAssertFalse(check(["a": a10, "c": []], allAcknowledgedSurvive: true).isEmpty)
+        // Buffered: any prefix, but only a prefix (a v12 without the delete of b before it is not one).
+        XCTAssertEqual(check(["b": b5], allAcknowledgedSurvive: false), [])
+        XCTAssertEqual(check(["a": a10, "b": b5], allAcknowledgedSurvive: false), [])
+        XCTAssertEqual(check(["a": a12], allAcknowledgedSurvive: false), [])
+        XCTAssertFalse(check(["a": a12, "b": b5], allAcknowledgedSurvive: false).isEmpty)
+    }
+
+    // MARK: Rounds
+
+    private func runRounds(_ rounds: Int, seedBase: UInt64, label: String, configuration: (Int) -> (Durability, Int)) throws {
+        let writer = try XCTUnwrap(Self.crashWriterPath(), "cask-crash-writer not found; looked in \(Self.crashWriterCandidates())")
+        var random = SeededGenerator.fromEnvironment(fallback: UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000)
+        print("CrashTests(\(label)): seed \(random.seed) (CASK_TEST_SEED=\(random.seed) replays the kill delays), \(rounds) rounds")
+        var directory = TemporaryDirectory("cask-crash")
+        defer { directory.remove() }
+        var model: [String: UInt64] = [:]  // key -> version of its value; absent keys are absent
+        var totals = (acknowledged: 0, truncations: 0, killedBeforeOpen: 0)
+
+        for round in 0..<rounds {
+            if round > 0 && round % Self.roundsPerDirectory == 0 {
+                directory.remove()
+                directory = TemporaryDirectory("cask-crash")
+                model = [:]
+            }
+            let (durability, threads) = configuration(round)
+            // Seeds grow from round to round (and across runs do not collide within one directory),
+            // so versions (seed << 32 | n) grow too.
+            let seed = (seedBase + (random.seed % 1000) * 1000 + UInt64(round) + 1)
+            let ackPath = directory.path + ".ack\(round)"
+            defer { try? FileManager.default.removeItem(atPath: ackPath) }
+            let delay = UInt32.random(in: 10_000...300_000, using: &random)
+
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: writer)
+            process.arguments = [directory.path, ackPath, String(seed), durability.rawValue, String(threads)]
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            usleep(delay)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            guard process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGKILL else {
+                return XCTFail("round \(round): the writer exited by itself (status \(process.terminationStatus)): \(stderr)")
+            }
+
+            let log = try AckLog(path: ackPath)
+            if !log.opened { totals.killedBeforeOpen += 1 }
+            totals.acknowledged += log.acknowledged
+
+            // Open must always succeed, and find no damage (a torn tail may be cut).
+            let store: CaskStore
+            do {
+                store = try CaskStore.open(at: directory.path, options: .init(durability: .os))
+            } catch {
+                return XCTFail("round \(round) (\(durability), \(threads) threads, seed \(seed)): open failed: \(error)")
+            }
+            let report = store.recoveryReport
+            XCTAssertEqual(report.corruptRanges, [], "round \(round): \(report)")
+            totals.truncations += report.truncations.count
+
+            var found: [String: [UInt8]] = [:]
+            for key in try store.keys() {
+                let text = String(decoding: key, as: UTF8.self)
+                found[text] = try store.get(key)
+                if found[text] == nil { XCTFail("round \(round): \(text) is listed but has no value") }
+            }
+            try store.close()
+
+            let failures = log.check(found: found, model: &model, allAcknowledgedSurvive: durability != .buffered)
+            for failure in failures.prefix(20) {
+                XCTFail("round \(round) (\(durability), \(threads) threads, seed \(seed), killed after \(delay / 1000) ms): \(failure)")
+            }
+            if !failures.isEmpty { return }
+        }
+        print("CrashTests(\(label)): \(totals.acknowledged) acknowledged operations, \(totals.truncations) torn tails cut, "
+              + "\(totals.killedBeforeOpen) rounds killed before the store was open")
+        XCTAssertGreaterThan(totals.acknowledged, 0, "the writer never got to write: the test checked nothing")
+    }
+
+    static func rounds(default value: Int) -> Int {
+        ProcessInfo.processInfo.environment["CASK_CRASH_ROUNDS"].flatMap { Int($0) } ?? value
+    }
+
+    // MARK: Finding the writer
+
+    static func crashWriterCandidates() -> [String] {
+        let name = "cask-crash-writer"
+        var directories: [String] = []
+        if let path = ProcessInfo.processInfo.environment["CASK_CRASH_WRITER"] { return [path] }
+        // Linux: the test bundle is an executable in the products directory, next to the tools.
+        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            directories.append((executable as NSString).deletingLastPathComponent)
+        }
+        // Darwin: the .xctest bundle is a directory in the products directory.
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            directories.append((bundle.bundlePath as NSString).deletingLastPathComponent)
+        }
+        directories.append((Bundle.main.bundlePath as NSString).deletingLastPathComponent)
+        if let first = CommandLine.arguments.first { directories.append((first as NSString).deletingLastPathComponent) }
+        // The default scratch path of the package.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        directories += [".build/debug", ".build/release"].map { root.appendingPathComponent($0).path }
+        return directories.map { $0 + "/" + name }
+    }
+
+    static func crashWriterPath() -> String? {
+        crashWriterCandidates().first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// The acknowledgement log of one run of `cask-crash-writer` (format in its main.swift).
+struct AckLog {
+    struct Operation {
+        var isPut: Bool
+        var key: String
+        var version: UInt64
+        var acknowledged: Bool
+        /// The key's state once this operation is applied: the version of its value, or nil if deleted.
+        var result: UInt64? { isPut ? version : nil }
+    }
+
+    /// Per writer thread, its operations in order; all acknowledged except perhaps the last.
+    var threads: [Int: [Operation]] = [:]
+    var opened = false
+    var acknowledged = 0
+    var problems: [String] = []
+
+    init(path: String) throws {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        lines.removeLast()  // empty after the final newline, or a line cut short by the kill
+        for line in lines {
+            let fields = line.split(separator: " ")
+            if fields.first == "S" { opened = true; continue }
+            guard fields.count == 5, let thread = Int(fields[1]), let version = UInt64(fields[4]) else {
+                problems.append("bad log line \(line)")
+                continue
+            }
+            let isPut = fields[2] == "P", key = String(fields[3])
+            switch fields[0] {
+            case "I":
+                if threads[thread]?.last?.acknowledged == false { problems.append("thread \(thread) started two operations at once") }
+                threads[thread, default: []].append(Operation(isPut: isPut, key: key, version: version, acknowledged: false))
+            case "A":
+                guard let last = threads[thread]?.last, !last.acknowledged, last.key == key, last.version == version else {
+                    problems.append("acknowledgement without intent: \(line)")
+                    continue
+                }
+                threads[thread]![threads[thread]!.count - 1].acknowledged = true
+                acknowledged += 1
+            default:
+                problems.append("bad log line \(line)")
+            }
+        }
+    }
+
+    /// Checks the keys and values found after the crash against the log and `model` (each key's
+    /// state before this run), then advances `model` to what was found.
+    ///
+    /// The store holds a prefix of each thread's operations (each key belongs to one thread, and
+    /// a thread's operations are sequential). When `allAcknowledgedSurvive`, that prefix holds
+    /// every acknowledged operation (and maybe the one in flight); otherwise it can be any prefix.
+    /// Returns the failures.
+    func check(found: [String: [UInt8]], model: inout [String: UInt64], allAcknowledgedSurvive: Bool) -> [String] {
+        var failures = problems
+        var identified: [String: UInt64] = [:]  // key -> version of the value found
+        var keysOfThreads = Set<String>()
+        for operations in threads.values { for operation in operations { keysOfThreads.insert(operation.key) } }
+
+        // Every value must be whole and one the writer wrote for that key.
+        for (key, value) in found {
+            var candidates = Set<UInt64>()
+            if let before = model[key] { candidates.insert(before) }
+            for operations in threads.values { for operation in operations where operation.isPut && operation.key == key { candidates.insert(operation.version) } }
+            guard let version = candidates.first(where: { crashValue(key: key, version: $0) == value }) else {
+                failures.append("\(key) holds \(value.count) bytes that the writer never wrote for it")
+                continue
+            }
+            identified[key] = version
+        }
+
+        for (thread, operations) in threads.sorted(by: { $0.key < $1.key }) {
+            let acknowledged = operations.prefix { $0.acknowledged }.count
+            let lowest = allAcknowledgedSurvive ? acknowledged : 0
+            // Prefixes (number of operations applied) consistent with every key of this thread.
+            var possible = Set(lowest...operations.count)
+            let keys = Set(operations.map(\.key))
+            for key in keys {
+                let state = identified[key]
+                var consistent = Set<Int>()
+                var current = model[key]  // state of the key after applying `length` operations
+                for length in 0...operations.count {
+                    if length > 0, operations[length - 1].key == key { current = operations[length - 1].result }
+                    if current == state { consistent.insert(length) }
+                }
+                let remaining = possible.intersection(consistent)
+                if remaining.isEmpty {
+                    let history = operations.enumerated().filter { $0.element.key == key }
+                        .map { "#\($0.offset) \($0.element.isPut ? "put" : "delete") v\($0.element.version)\($0.element.acknowledged ? "" : " (in flight)")" }
+                    failures.append("""
+                        thread \(thread), \(key): found \(state.map { "v\($0)" } ?? "nothing"), which no allowed prefix \
+                        (\(lowest)...\(operations.count) of \(operations.count) operations, \(acknowledged) acknowledged) explains; \
+                        before this run: \(model[key].map { "v\($0)" } ?? "nothing"); last operations on it: \(history.suffix(8).joined(separator: ", "))
+                        """)
+                } else {
+                    possible = remaining
+                }
+            }
+        }
+        // Keys the writer did not touch in this run must be as they were.
+        for key in Set(model.keys).union(found.keys) where !keysOfThreads.contains(key) {
+            if identified[key] != model[key] {
+                failures.append("\(key) was not written in this run but changed from \(model[key].map { "v\($0)" } ?? "nothing") to \(identified[key].map { "v\($0)" } ?? "nothing")")
+            }
+        }
+        model = identified
+        return failures
+    }
+}
+
+// MARK: Values (keep identical to the copy in Tools/cask-crash-writer/main.swift)
+
+/// The value the writer puts for `key` at `version`: 0 to 2000 bytes, half of them compressible.
+func crashValue(key: String, version: UInt64) -> [UInt8] {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in key.utf8 {
+        hash ^= UInt64(byte)
+        hash &*= 0x0000_0100_0000_01B3
+    }
+    var random = SplitMix64(state: hash ^ (version &* 0x9E37_79B9_7F4A_7C15))
+    let length = Int(random.next() % 2001)
+    var value = [UInt8]()
+    value.reserveCapacity(length)
+    let compressible = random.next() % 2 == 0
+    let pattern = random.next()
+    while value.count < length {
+        var word = compressible ? pattern : random.next()
+        for _ in 0..<8 where value.count < length {
+            value.append(UInt8(truncatingIfNeeded: word))
+            word >>= 8
+        }
+    }
+    return value
+}
+
+struct SplitMix64 {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
