@@ -131,6 +131,19 @@ package final class KeyIndex {
         return RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length)
     }
 
+    /// Removes `key` only if it still points at `expected` (compare-and-delete).
+    @discardableResult
+    package func remove(_ key: UnsafeRawBufferPointer, ifAt expected: RecordLocation) -> Bool {
+        guard let slot = find(key, hash: hasher.hash(key)) else { return false }
+        let entry = entryPointer(slots[slot]).pointee
+        guard entry.length & Self.tombstoneBit == 0,
+              RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length) == expected
+        else { return false }
+        removeSlot(slot)
+        count -= 1
+        return true
+    }
+
     /// Replaces the location of `key` only if it is still `expected` (compare-and-set).
     @discardableResult
     package func replace(_ key: UnsafeRawBufferPointer, expected: RecordLocation, with location: RecordLocation) -> Bool {

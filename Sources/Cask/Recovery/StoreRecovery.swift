@@ -47,7 +47,13 @@ package struct StoreRecovery {
         if writable {
             for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
         }
-        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        var ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        var manifestProblem: RecoveryReport.CorruptRange?
+        if names.contains(CompactionManifest.fileName) {
+            let replaced = try finishCompaction(&manifestProblem)
+            ids.removeAll { replaced.contains($0) }
+        }
+        let last = lastSegment(of: ids)
         var hinted = Set(ids.filter { names.contains(SegmentName.hint($0)) })
         var carriedTruncations: [RecoveryReport.Truncation] = []
         var distrustedHints: [String] = []
@@ -55,13 +61,13 @@ package struct StoreRecovery {
             var result = Result(index: KeyIndex(minimumCapacity: 1024))
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
+            if let manifestProblem { result.report.corruptRanges.append(manifestProblem) }
             result.index.beginRecovery()
-            for (position, id) in ids.enumerated() {
+            for id in ids {
                 guard id >= 1, id < UInt64(UInt32.max) else {
                     throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is outside 1...\(UInt32.max - 1)")
                 }
-                let isLast = position == ids.count - 1
-                try recoverSegment(id: id, isLast: isLast, hasHint: hinted.contains(id), into: &result)
+                try recoverSegment(id: id, isLast: id == last, hasHint: hinted.contains(id), into: &result)
                 if let distrusted = result.inconsistentHint {
                     // A hint passed its checksums but not its parse, after part of it was applied:
                     // start over without it (cuts already made stay made, and reported).
@@ -76,6 +82,66 @@ package struct StoreRecovery {
             }
             return finish(result, ids: ids)
         }
+    }
+
+    /// The segment a writer appends to: the one with the highest base seq (compaction outputs have
+    /// higher ids but hold older records, and a lower base seq). A newest segment whose header is not
+    /// valid can only be one whose creation was torn, so it is the last one.
+    private func lastSegment(of ids: [UInt64]) -> UInt64? {
+        guard let newest = ids.last else { return nil }
+        var best: (baseSeq: UInt64, id: UInt64)?
+        for id in ids {
+            let segmentPath = path(SegmentName.segment(id))
+            guard let fd = try? fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) else { continue }
+            defer { fileSystem.close(fd) }
+            var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
+            let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
+            guard case .success(let header) = bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) else {
+                if id == newest { return newest }
+                continue
+            }
+            if best.map({ (header.baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true { best = (header.baseSeq, id) }
+        }
+        return best?.id ?? newest
+    }
+
+    /// Applies a compaction manifest left by a crash: the segments it lists were replaced by segments
+    /// already on disk. A writable open deletes them (hints first) and then the manifest; a read-only
+    /// open leaves the files and just skips them. Returns the ids to skip. A manifest that is not
+    /// valid is reported and ignored (nothing is deleted on its word).
+    private func finishCompaction(_ problem: inout RecoveryReport.CorruptRange?) throws(CaskError) -> Set<UInt64> {
+        let manifestPath = path(CompactionManifest.fileName)
+        var bytes: [UInt8] = []
+        do throws(Errno) {
+            let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
+            defer { fileSystem.close(fd) }
+            let size = try fileSystem.fileSize(fd)
+            guard size <= Int64(16 + CompactionManifest.maxInputs * 8 + 4) else { throw Errno.ioError }
+            bytes = [UInt8](repeating: 0, count: Int(size))
+            _ = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        } catch {
+            problem = .init(file: manifestPath, offset: 0, length: Int64(bytes.count), reason: "unreadable compaction manifest (\(error))")
+            return []
+        }
+        guard let inputs = bytes.withUnsafeBytes({ CompactionManifest.decode($0) }) else {
+            problem = .init(file: manifestPath, offset: 0, length: Int64(bytes.count), reason: "invalid compaction manifest; ignored")
+            return []
+        }
+        if writable {
+            do throws(Errno) {
+                for id in inputs {
+                    for name in [SegmentName.hint(id), SegmentName.segment(id)] {
+                        do { try fileSystem.unlink(path(name)) } catch where error == .noEntry {}
+                    }
+                }
+                try fileSystem.syncDirectory(directory)
+                try fileSystem.unlink(manifestPath)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                throw CaskError.from(error, operation: "finish an interrupted compaction", path: manifestPath)
+            }
+        }
+        return Set(inputs)
     }
 
     private func finish(_ recovered: Result, ids: [UInt64]) -> Result {
