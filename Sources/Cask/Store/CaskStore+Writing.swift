@@ -159,19 +159,21 @@ extension CaskStore {
 
     /// Writes a segment's hint file on the background queue (`close()` waits for it).
     func scheduleHint(for file: SegmentFile, length: Int64) {
-        let directory = directory, fileSystem = fileSystem
-        background.async(group: backgroundWork) { [weak self] in
+        // Captures the store's parts, not the store: its deinit (which waits for this group) must
+        // never run on this queue.
+        let directory = directory, fileSystem = fileSystem, writer = writer, syncState = syncState
+        background.async(group: backgroundWork) {
             // A failed hint costs only open time later; the segment is scanned instead.
             do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
                 // But a failed fdatasync may have dropped the segment's data, and the kernel reports
                 // that only once: a later sync of the segment would succeed. Remember it.
-                if case .syncFailed = error { self?.noteSyncFailure(error) }
+                if case .syncFailed = error { Self.noteSyncFailure(error, writer: writer, syncState: syncState) }
             }
         }
     }
 
     /// From now on writes, syncs and close fail with `failure`.
-    func noteSyncFailure(_ failure: CaskError) {
+    static func noteSyncFailure(_ failure: CaskError, writer: Lock<StoreWriter>?, syncState: ConditionLock<SyncState>) {
         writer?.withLock { w in if w.failure == nil { w.failure = failure } }
         syncState.withLock { sync, _ in if sync.failure == nil { sync.failure = failure } }
     }
