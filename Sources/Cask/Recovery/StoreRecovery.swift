@@ -259,6 +259,7 @@ package struct StoreRecovery {
             file.writtenLength.store(length, ordering: .relaxed)
             stats.fileBytes = length
         }
+        stats.damaged = headerDamaged || !corrupt.isEmpty
         for range in corrupt {
             result.report.corruptRanges.append(.init(file: segmentPath, offset: range.offset, length: range.length, reason: range.reason))
         }

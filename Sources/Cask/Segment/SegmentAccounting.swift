@@ -12,11 +12,27 @@ package struct SegmentAccounting {
         for (position, segment) in segments.enumerated() { positions[segment.id] = position }
     }
 
-    /// Adds a segment with a higher id than any present.
+    /// Adds a segment (usually with a higher id than any present; compaction outputs may not be).
     package mutating func append(_ stats: SegmentStats) {
-        precondition(segments.last.map { $0.id < stats.id } ?? true, "segments are added in id order")
-        positions[stats.id] = segments.count
+        guard let last = segments.last, last.id > stats.id else {
+            positions[stats.id] = segments.count
+            segments.append(stats)
+            return
+        }
         segments.append(stats)
+        segments.sort { $0.id < $1.id }
+        reindex()
+    }
+
+    /// Removes the segments with these ids.
+    package mutating func remove(_ ids: Set<UInt64>) {
+        segments.removeAll { ids.contains($0.id) }
+        reindex()
+    }
+
+    private mutating func reindex() {
+        positions.removeAll(keepingCapacity: true)
+        for (position, segment) in segments.enumerated() { positions[segment.id] = position }
     }
 
     /// Updates the stats of segment `id`, if it is present.

@@ -14,6 +14,9 @@ public struct SegmentStats: Sendable, Equatable {
     public var maxSeq: UInt64?
     /// Whether the segment is sealed (no longer appended to).
     public var sealed = false
+    /// Whether recovery found damage in it (compaction leaves such segments alone, so that the
+    /// damage stays where `verify` and `cask recover` can find it).
+    public var damaged = false
 
     public var deadBytes: Int64 { max(0, fileBytes - Int64(SegmentHeader.length) - liveBytes) }
 

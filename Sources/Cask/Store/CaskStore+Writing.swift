@@ -130,7 +130,9 @@ extension CaskStore {
     }
 
     /// Seals the active segment and starts the next one. Runs under the writer mutex.
-    func rotate(_ w: inout StoreWriter) throws(CaskError) {
+    /// `followUp`: write the sealed segment's hint and consider a compaction, in the background
+    /// (`compact()` seals without them: it rewrites that segment at once).
+    func rotate(_ w: inout StoreWriter, followUp: Bool = true) throws(CaskError) {
         try w.flush(bufferLimit: options.bufferSize)
         let sealed = w.active
         if options.durability == .fsync {
@@ -154,7 +156,9 @@ extension CaskStore {
             stats.fileBytes = w.end
             shared.stats.append(stats)
         }
+        guard followUp else { return }
         if options.writeHints { scheduleHint(for: sealed, length: sealed.writtenLength.load(ordering: .relaxed)) }
+        scheduleCompactionIfDue()
     }
 
     /// Writes a segment's hint file on the background queue (`close()` waits for it).

@@ -32,6 +32,8 @@ public final class CaskStore: Sendable {
     let backgroundWork = DispatchGroup()
     let isClosed = Atomic(false)
     let flushTimer = Mutex<DispatchSourceTimerBox?>(nil)
+    /// Held for the whole of a compaction: one runs at a time, and `close()` waits for it.
+    let compactionGate = Lock(false)
 
     struct SharedState {
         var index: KeyIndex
@@ -174,6 +176,7 @@ public final class CaskStore: Sendable {
                 }
             }
         }
+        compactionGate.withLock { _ in }  // a running compaction finishes its swap first
         backgroundWork.wait()
         state.write { shared in
             shared.closed = true

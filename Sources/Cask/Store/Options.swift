@@ -29,6 +29,13 @@ extension CaskStore {
 
         public init() {}
 
+        /// Compact in the background when a segment is sealed and the policy below says so. Default true.
+        public var automaticCompaction = true
+        /// A sealed segment is compacted automatically once this share of its bytes is dead. Default 0.5.
+        public var compactionDeadRatio = 0.5
+        /// ...and only once the whole store holds at least this many dead bytes. Default 16 MiB.
+        public var compactionMinDeadBytes: Int64 = 16 << 20
+
         /// How much of a new segment to map for reads.
         var segmentMapLength: Int { memoryMappedReads ? Int(maxSegmentSize) : 0 }
 

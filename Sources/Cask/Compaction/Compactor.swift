@@ -1,0 +1,319 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Rewrites sealed segments without their dead records, online: reads and writes go on meanwhile.
+///
+/// The steps, and why each is safe to interrupt at any instant (FORMAT.md, "Compaction"):
+/// 1. **Copy.** Each input record still live is copied byte for byte (no recompression) into output
+///    segments with fresh ids, written as `NNNNNNNNNN.cask.tmp`. Live means the index points at it.
+///    A tombstone, or an expired put, is dropped only when no segment outside the inputs can hold an
+///    older record of its key (every such segment's lowest seq is higher); otherwise it is copied, so
+///    no deleted key can come back. A crash here leaves `.tmp` files, which the next open deletes.
+/// 2. **Publish.** Each output is synced and renamed to its final name, then the directory is synced,
+///    and the outputs get hint files. A crash now leaves inputs and outputs side by side: the outputs
+///    hold copies (same seq) of records the inputs still hold, so recovery finds the same contents.
+/// 3. **Switch.** The index moves to the copies by compare-and-set: a key written since step 1
+///    keeps its newer record, so a write racing the compaction always wins.
+/// 4. **Retire.** A manifest listing the inputs is written atomically, the inputs are deleted (hints
+///    first), then the manifest. A crash here is finished by the next open, which deletes the inputs
+///    listed; the inputs are never left half deleted, which could bring back a key whose tombstone
+///    was dropped. Readers still reading an input keep its descriptor and mapping until they are done.
+struct Compactor {
+    let state: ReadWriteLock<CaskStore.SharedState>
+    let writer: Lock<StoreWriter>
+    let fileSystem: any FileSystem
+    let directory: String
+    let options: CaskStore.Options
+
+    /// Which sealed segments to compact.
+    enum Selection {
+        /// Every sealed segment with dead records (and empty ones).
+        case everythingDead
+        /// Segments whose dead share passes ``CaskStore/Options/compactionDeadRatio``, once the store's
+        /// dead bytes pass ``CaskStore/Options/compactionMinDeadBytes``.
+        case policy
+    }
+
+    private struct Move {
+        var keyStart: Int
+        var keyLength: Int
+        var old: RecordLocation
+        var new: RecordLocation
+        var isPut: Bool
+    }
+
+    private final class Output {
+        let id: UInt64
+        let path: String
+        let temporaryPath: String
+        let fd: Int32
+        var length = Int64(SegmentHeader.length)
+        var flushed = Int64(SegmentHeader.length)
+        var buffer = ByteBuffer(capacity: 1 << 20)
+        var stats: SegmentStats
+
+        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String) {
+            self.id = id
+            path = directory + "/" + SegmentName.segment(id)
+            self.temporaryPath = temporaryPath
+            self.fd = fd
+            stats = SegmentStats(id: id)
+            stats.sealed = true
+        }
+    }
+
+    // MARK: Selection
+
+    /// The inputs, and the seq below which a dropped tombstone cannot shadow anything outside them.
+    private func select(_ selection: Selection) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
+        let (activeID, nextSeq) = writer.withLock { ($0.active.id, $0.nextSeq) }
+        return state.read { shared in
+            let sealed = shared.stats.segments.filter { $0.id != activeID && !$0.damaged && shared.segments[UInt32($0.id)] != nil }
+            let chosen: [SegmentStats]
+            switch selection {
+            case .everythingDead:
+                chosen = sealed.filter { $0.deadBytes > 0 || $0.records == 0 }
+            case .policy:
+                let deadTotal = shared.stats.segments.reduce(0) { $0 + $1.deadBytes }
+                guard deadTotal >= options.compactionMinDeadBytes else { return nil }
+                chosen = sealed.filter { segment in
+                    let body = max(1, segment.fileBytes - Int64(SegmentHeader.length))
+                    return segment.records == 0 || Double(segment.deadBytes) / Double(body) >= options.compactionDeadRatio
+                }
+            }
+            guard !chosen.isEmpty else { return nil }
+            let inputIDs = Set(chosen.map(\.id))
+            var dropBelow = nextSeq
+            for segment in shared.stats.segments where !inputIDs.contains(segment.id) {
+                if let minSeq = segment.minSeq { dropBelow = min(dropBelow, minSeq) }
+            }
+            return (chosen.compactMap { shared.segments[UInt32($0.id)] }, dropBelow)
+        }
+    }
+
+    // MARK: Running
+
+    func run(_ selection: Selection) throws(CaskError) -> CaskStore.CompactionResult {
+        let started = CaskStore.nowMilliseconds()
+        guard let (inputs, dropBelow) = select(selection) else { return CaskStore.CompactionResult() }
+        var result = CaskStore.CompactionResult()
+        result.segmentsCompacted = inputs.count
+        result.bytesBefore = inputs.reduce(0) { $0 + $1.writtenLength.load(ordering: .relaxed) }
+
+        var outputs: [Output] = []
+        var moves: [Move] = []
+        var keys: [UInt8] = []
+        var expiredToForget: [Move] = []
+        do throws(CaskError) {
+            let now = CaskStore.nowMilliseconds()
+            for input in inputs {
+                try copyLive(
+                    from: input, dropBelow: dropBelow, now: now, outputs: &outputs, moves: &moves, keys: &keys,
+                    expired: &expiredToForget, result: &result)
+            }
+            try publish(outputs)
+        } catch {
+            discard(outputs)
+            throw error
+        }
+        let files = try openOutputs(outputs)
+        for file in files where options.writeHints {
+            // A missing hint only costs a scan at the next open.
+            _ = try? HintWriter.write(for: file, length: file.writtenLength.load(ordering: .relaxed), directory: directory, fileSystem: fileSystem)
+        }
+        switchIndex(to: files, outputs: outputs, moves: moves, expired: expiredToForget, keys: keys)
+        try retire(inputs)
+        result.segmentsWritten = outputs.count
+        result.bytesAfter = outputs.reduce(0) { $0 + $1.length }
+        result.milliseconds = CaskStore.nowMilliseconds() - started
+        return result
+    }
+
+    /// Step 1 for one input.
+    private func copyLive(
+        from input: SegmentFile, dropBelow: UInt64, now: UInt64, outputs: inout [Output], moves: inout [Move],
+        keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
+    ) throws(CaskError) {
+        let length = input.writtenLength.load(ordering: .acquiring)
+        var scanner = SegmentScanner(fd: input.fd, path: input.path, fileLength: length, fileSystem: fileSystem)
+        var damage: SegmentScanner.CorruptRange?
+        var failure: CaskError?
+        _ = try scanner.scan(
+            from: Int64(SegmentHeader.length),
+            onRecord: { offset, header, bytes in
+                guard failure == nil else { return }
+                let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                let location = RecordLocation(segmentID: UInt32(input.id), offset: UInt32(offset), length: UInt32(header.recordLength))
+                let current = state.read { $0.index.lookup(key) }
+                let keep: Bool
+                var forget = false
+                switch header.type {
+                case .put where (header.expiresAt ?? .max) > now:
+                    keep = current == location
+                case .put:  // expired: hides older puts of its key, like a tombstone
+                    keep = current == location && header.seq >= dropBelow
+                    forget = current == location && !keep
+                case .delete:
+                    keep = current == nil && header.seq >= dropBelow
+                case .batch:
+                    keep = true  // never produced by format 1; rejected by the scanner before this
+                }
+                if forget {
+                    expired.append(Move(keyStart: keys.count, keyLength: key.count, old: location, new: location, isPut: false))
+                    keys.append(contentsOf: key)
+                }
+                guard keep else {
+                    result.recordsDropped += 1
+                    return
+                }
+                do throws(CaskError) {
+                    let output = try destination(for: header.recordLength, outputs: &outputs)
+                    let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(header.recordLength))
+                    output.buffer.append(bytes)
+                    output.length += Int64(header.recordLength)
+                    output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
+                    output.stats.fileBytes = output.length
+                    if output.buffer.count >= 1 << 20 { try flush(output) }
+                    moves.append(Move(keyStart: keys.count, keyLength: key.count, old: location, new: newLocation, isPut: header.type == .put))
+                    keys.append(contentsOf: key)
+                    result.recordsCopied += 1
+                } catch {
+                    failure = error
+                }
+            },
+            onCorrupt: { range in damage = damage ?? range })
+        if let failure { throw failure }
+        if let damage {
+            // Damage found since the store opened: leave this segment (and everything) as it is.
+            throw CaskError.corruptRecord(path: input.path, offset: damage.offset, reason: damage.reason + " (compaction stopped; nothing was changed)")
+        }
+    }
+
+    /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
+    private func destination(for length: Int, outputs: inout [Output]) throws(CaskError) -> Output {
+        if let current = outputs.last, current.length == Int64(SegmentHeader.length) || current.length + Int64(length) <= options.maxSegmentSize {
+            return current
+        }
+        if let full = outputs.last { try flush(full) }
+        let id = writer.withLock { w in
+            defer { w.nextSegmentID += 1 }
+            return w.nextSegmentID
+        }
+        let temporaryPath = directory + "/" + SegmentName.segment(id) + ".tmp"
+        let fd: Int32
+        do throws(Errno) { fd = try fileSystem.open(temporaryPath, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) } catch {
+            throw CaskError.from(error, operation: "create compaction output", path: temporaryPath)
+        }
+        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath)
+        outputs.append(output)
+        return output
+    }
+
+    private func flush(_ output: Output) throws(CaskError) {
+        guard output.buffer.count > 0 else { return }
+        do throws(Errno) {
+            try output.buffer.withUnsafeBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: output.flushed) }
+        } catch {
+            throw CaskError.from(error, operation: "write compaction output", path: output.temporaryPath)
+        }
+        output.flushed += Int64(output.buffer.count)
+        output.buffer.count = 0
+    }
+
+    /// Step 2: headers (the base seq is the lowest seq copied in), sync, rename, directory sync.
+    private func publish(_ outputs: [Output]) throws(CaskError) {
+        for output in outputs {
+            try flush(output)
+            let header = SegmentHeader(segmentID: output.id, baseSeq: output.stats.minSeq ?? 1).encoded()
+            do throws(Errno) {
+                try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: 0) }
+                try fileSystem.fdatasync(output.fd)
+            } catch {
+                throw CaskError.from(error, operation: "sync compaction output", path: output.temporaryPath)
+            }
+        }
+        for output in outputs {
+            do throws(Errno) { try fileSystem.rename(output.temporaryPath, to: output.path) } catch {
+                throw CaskError.from(error, operation: "rename compaction output", path: output.path)
+            }
+        }
+        do throws(Errno) { try fileSystem.syncDirectory(directory) } catch {
+            throw CaskError.from(error, operation: "sync directory", path: directory)
+        }
+    }
+
+    /// Removes what a failed compaction wrote. Its outputs only ever hold copies, so removing them
+    /// (renamed or not) loses nothing.
+    private func discard(_ outputs: [Output]) {
+        for output in outputs {
+            fileSystem.close(output.fd)
+            try? fileSystem.unlink(output.temporaryPath)
+            try? fileSystem.unlink(output.path)
+        }
+    }
+
+    private func openOutputs(_ outputs: [Output]) throws(CaskError) -> [SegmentFile] {
+        outputs.map { output in
+            SegmentFile(
+                id: output.id, path: output.path, fd: output.fd, length: output.length, fileSystem: fileSystem,
+                mapLength: options.memoryMappedReads ? Int(output.length) : 0)
+        }
+    }
+
+    /// Step 3, under the index's write lock.
+    private func switchIndex(to files: [SegmentFile], outputs: [Output], moves: [Move], expired: [Move], keys: [UInt8]) {
+        state.write { shared in
+            for (file, output) in zip(files, outputs) {
+                shared.segments[UInt32(file.id)] = file
+                shared.stats.append(output.stats)
+            }
+            keys.withUnsafeBytes { keyBytes in
+                for move in moves where move.isPut {
+                    let key = UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
+                    // A write since the copy keeps its newer record; the copy is then dead.
+                    guard shared.index.replace(key, expected: move.old, with: move.new) else { continue }
+                    shared.stats.update(UInt64(move.old.segmentID)) { $0.removeLive(bytes: move.old.length) }
+                    shared.stats.update(UInt64(move.new.segmentID)) {
+                        $0.liveBytes += Int64(move.new.length)
+                        $0.liveRecords += 1
+                    }
+                }
+                for forget in expired {
+                    let key = UnsafeRawBufferPointer(rebasing: keyBytes[forget.keyStart..<(forget.keyStart + forget.keyLength)])
+                    if shared.index.remove(key, ifAt: forget.old) {
+                        shared.stats.update(UInt64(forget.old.segmentID)) { $0.removeLive(bytes: forget.old.length) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Step 4.
+    private func retire(_ inputs: [SegmentFile]) throws(CaskError) {
+        let ids = inputs.map(\.id)
+        let manifestPath = directory + "/" + CompactionManifest.fileName
+        do throws(Errno) {
+            try fileSystem.writeFileAtomically(manifestPath, directory: directory, bytes: CompactionManifest.encode(inputs: ids))
+        } catch {
+            throw CaskError.from(error, operation: "write compaction manifest", path: manifestPath)
+        }
+        state.write { shared in
+            for id in ids { shared.segments[UInt32(id)] = nil }
+            shared.stats.remove(Set(ids))
+        }
+        do throws(Errno) {
+            for id in ids {
+                for name in [SegmentName.hint(id), SegmentName.segment(id)] {
+                    do { try fileSystem.unlink(directory + "/" + name) } catch where error == .noEntry {}
+                }
+            }
+            try fileSystem.syncDirectory(directory)
+            try fileSystem.unlink(manifestPath)
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            // The manifest stays; the next open finishes the job.
+            throw CaskError.from(error, operation: "delete compacted segments", path: directory)
+        }
+    }
+}
