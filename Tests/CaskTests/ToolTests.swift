@@ -96,10 +96,10 @@ final class ToolTests: XCTestCase {
     static let rootHelp = """
         OVERVIEW: Operate and inspect a Cask store from the shell.
 
-        A store is a directory of segment files. Commands that write (put, delete) take
-        the store's lock and fail while another process has the store open for writing;
-        commands that read (get, list, stat, verify) take no lock and work alongside a
-        writer.
+        A store is a directory of segment files. Commands that write (put, delete,
+        compact) take the store's lock and fail while another process has the store open
+        for writing; commands that read (get, list, stat, verify) take no lock and work
+        alongside a writer.
 
         USAGE: cask <subcommand>
 
@@ -113,6 +113,8 @@ final class ToolTests: XCTestCase {
           list                    List keys, one per line, sorted bytewise.
           stat                    Show key counts and space use, per store and segment.
           verify                  Check every record of every segment.
+          compact                 Rewrite the store without its overwritten and deleted
+                                  records.
           help                    Show help for a subcommand.
 
           See 'cask help <subcommand>' for detailed help.
@@ -239,6 +241,9 @@ final class ToolTests: XCTestCase {
         run = try cask(["delete", dir.path, "held"])
         XCTAssertEqual(run.status, 1)
         XCTAssertEqual(run.err, locked)
+        run = try cask(["compact", dir.path])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.err, locked)
 
         // Readers take no lock and see what the writer has written.
         run = try cask(["get", dir.path, "held"])
@@ -253,6 +258,39 @@ final class ToolTests: XCTestCase {
     }
 
     // MARK: Commands
+
+    func testCompactShrinksTheStoreAndReportsProgress() throws {
+        let dir = TemporaryDirectory("cask-tool-compact")
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 16 << 10
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: 3)
+        for round in 0..<10 {
+            for user in 0..<50 { try store.put("user/\(user)", Array("round \(round) ".utf8) + random.bytes(200)) }
+        }
+        let last = try store.get("user/7")
+        try store.close()
+
+        var run = try cask(["compact", dir.path, "--json"])
+        XCTAssertEqual(run.status, 0, run.err)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+        let before = try XCTUnwrap(report["diskBytesBefore"] as? Int), after = try XCTUnwrap(report["diskBytesAfter"] as? Int)
+        XCTAssertLessThan(after * 3, before, "\(report)")
+        XCTAssertEqual(report["keys"] as? Int, 50)
+        XCTAssertEqual(report["deadBytes"] as? Int, 0)
+        XCTAssertGreaterThan(report["segmentsCompacted"] as? Int ?? 0, 1)
+        // Not a terminal: plain progress lines, ending at 100%.
+        XCTAssertTrue(run.err.hasPrefix("compacting: 0%"), run.err)
+        XCTAssertTrue(run.err.contains("compacting: 100%"), run.err)
+
+        run = try cask(["get", dir.path, "user/7"])
+        XCTAssertEqual(Array(run.stdout), last)
+        run = try cask(["compact", dir.path])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertTrue(run.out.contains("compacted"), run.out)
+        XCTAssertEqual(try cask(["verify", dir.path]).status, 0)
+    }
 
     func testPutGetRoundTripsBinaryValuesAndKeys() throws {
         let dir = TemporaryDirectory("cask-tool")

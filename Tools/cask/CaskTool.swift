@@ -2,12 +2,12 @@
 /// outcome into output and an ``ExitCode``.
 enum CaskTool {
     static var subcommands: [any Subcommand.Type] {
-        [PutCommand.self, GetCommand.self, DeleteCommand.self, ListCommand.self, StatCommand.self, VerifyCommand.self]
+        [PutCommand.self, GetCommand.self, DeleteCommand.self, ListCommand.self, StatCommand.self, VerifyCommand.self, CompactCommand.self]
     }
 
     static let abstract = "Operate and inspect a Cask store from the shell."
     static let discussion = [
-        "A store is a directory of segment files. Commands that write (put, delete) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify) take no lock and work alongside a writer.",
+        "A store is a directory of segment files. Commands that write (put, delete, compact) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify) take no lock and work alongside a writer.",
     ]
     static let usage = "cask <subcommand>"
 

@@ -16,9 +16,10 @@ enum StoreAccess {
     }
 
     /// Takes the store's lock; fails with the holder's pid while another process writes.
-    static func openForWriting(_ directory: String, createIfMissing: Bool) throws(ToolError) -> CaskStore {
+    static func openForWriting(_ directory: String, createIfMissing: Bool, automaticCompaction: Bool = true) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
+        options.automaticCompaction = automaticCompaction
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 

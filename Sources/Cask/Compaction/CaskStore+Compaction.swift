@@ -22,8 +22,11 @@ extension CaskStore {
     /// any instant leaves the store opening to its state before or after, with every acknowledged
     /// write. Segments with damage are left alone. One compaction runs at a time; a second call waits.
     /// Complexity: one sequential read of the segments compacted and one write of their live records.
+    ///
+    /// `progress`, if given, is called on the calling thread as the segments are read, with the bytes
+    /// read so far and the bytes to read in all.
     @discardableResult
-    public func compact() throws(CaskError) -> CompactionResult {
+    public func compact(progress: ((_ done: Int64, _ total: Int64) -> Void)? = nil) throws(CaskError) -> CompactionResult {
         guard let writer else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
@@ -33,7 +36,7 @@ extension CaskStore {
                 let hasRecords = state.read { $0.stats[w.active.id]?.records ?? 0 } > 0
                 if hasRecords { try rotate(&w, followUp: false) }
             }
-            return try compactor().run(.everythingDead)
+            return try compactor().run(.everythingDead, progress: progress)
         }
     }
 

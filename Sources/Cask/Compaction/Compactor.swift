@@ -94,7 +94,7 @@ struct Compactor {
 
     // MARK: Running
 
-    func run(_ selection: Selection) throws(CaskError) -> CaskStore.CompactionResult {
+    func run(_ selection: Selection, progress: ((Int64, Int64) -> Void)? = nil) throws(CaskError) -> CaskStore.CompactionResult {
         let started = CaskStore.nowMilliseconds()
         guard let (inputs, dropBelow) = select(selection) else { return CaskStore.CompactionResult() }
         var result = CaskStore.CompactionResult()
@@ -107,10 +107,14 @@ struct Compactor {
         var expiredToForget: [Move] = []
         do throws(CaskError) {
             let now = CaskStore.nowMilliseconds()
+            var done: Int64 = 0
+            progress?(0, result.bytesBefore)
             for input in inputs {
                 try copyLive(
                     from: input, dropBelow: dropBelow, now: now, outputs: &outputs, moves: &moves, keys: &keys,
                     expired: &expiredToForget, result: &result)
+                done += input.writtenLength.load(ordering: .relaxed)
+                progress?(done, result.bytesBefore)
             }
             try publish(outputs)
         } catch {

@@ -1,0 +1,61 @@
+import Cask
+import Foundation
+
+/// `cask compact <dir> [--json]`
+struct CompactCommand: Subcommand {
+    static let help = CommandHelp(
+        name: "compact",
+        abstract: "Rewrite the store without its overwritten and deleted records.",
+        discussion: [
+            "Seals the active segment, then rewrites every segment that holds dead records, keeping only live ones, and deletes the old files. A crash at any moment leaves the store as it was before or after. Segments with damage are left alone ('cask verify' lists them).",
+            "Takes the store's lock, so it refuses (exit 1) while another process has the store open. Shows progress on standard error (a bar on a terminal, plain lines otherwise) and prints the sizes before and after.",
+        ],
+        arguments: [StoreAccess.directoryArgument],
+        options: [StoreAccess.jsonFlag])
+
+    let directory: String
+    let json: Bool
+
+    init(parsing arguments: ParsedArguments) throws(ToolError) {
+        directory = try arguments.path("dir")
+        json = arguments.flag("json")
+    }
+
+    struct Report: Encodable {
+        var directory: String
+        var diskBytesBefore: Int64
+        var diskBytesAfter: Int64
+        var segmentsCompacted: Int
+        var segmentsWritten: Int
+        var recordsCopied: Int
+        var recordsDropped: Int
+        var keys: Int
+        var liveBytes: Int64
+        var deadBytes: Int64
+        var milliseconds: UInt64
+    }
+
+    func run(_ output: Output) throws(ToolError) -> ExitCode {
+        let store = try StoreAccess.openForWriting(directory, createIfMissing: false, automaticCompaction: false)
+        let before = try DiskUsage.bytes(of: directory)
+        let progress = ProgressReporter(label: "compacting", output: output)
+        let result = try CaskError.wrap { () throws(CaskError) in try store.compact { done, total in progress.update(done, of: total) } }
+        progress.finish()
+        let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
+        try StoreAccess.close(store)
+        let report = Report(
+            directory: directory, diskBytesBefore: before, diskBytesAfter: try DiskUsage.bytes(of: directory),
+            segmentsCompacted: result.segmentsCompacted, segmentsWritten: result.segmentsWritten,
+            recordsCopied: result.recordsCopied, recordsDropped: result.recordsDropped,
+            keys: statistics.keys, liveBytes: statistics.liveBytes, deadBytes: statistics.deadBytes,
+            milliseconds: result.milliseconds)
+        if json {
+            try output.json(report)
+        } else {
+            output.line("compacted \(report.segmentsCompacted) segments into \(report.segmentsWritten) in \(report.milliseconds) ms")
+            output.line("records: \(report.recordsCopied) kept, \(report.recordsDropped) dropped; \(report.keys) keys")
+            output.line("disk: \(DiskUsage.format(report.diskBytesBefore)) -> \(DiskUsage.format(report.diskBytesAfter))")
+        }
+        return .success
+    }
+}
