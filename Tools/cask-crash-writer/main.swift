@@ -28,6 +28,10 @@ enum CrashWriter {
           <seed>      Random seed, 1 to 4294967295; versions are seed << 32 | n.
           <mode>      Durability: os, fsync or buffered.
           <threads>   Writer threads, 1 to 64 (default 1).
+
+        ENVIRONMENT:
+          CASK_CRASH_COMPACT=1  Also compact all the time, from one more thread, and let the
+                                automatic compaction run at low thresholds.
         """
 
     /// Keys per thread: a small key space so that keys are overwritten and deleted often.
@@ -48,6 +52,11 @@ enum CrashWriter {
         var options = CaskStore.Options(durability: durability)
         options.maxSegmentSize = 64 << 10  // rotations every few dozen puts
         options.bufferSize = 16 << 10
+        let compacting = ProcessInfo.processInfo.environment["CASK_CRASH_COMPACT"] == "1"
+        if compacting {
+            options.compactionDeadRatio = 0.2
+            options.compactionMinDeadBytes = 0
+        }
         let store: CaskStore
         do {
             store = try CaskStore.open(at: directory, options: options)
@@ -61,6 +70,14 @@ enum CrashWriter {
                 writeForever(store: store, thread: thread, seed: seed, ackFD: ackFD)
             }
             worker.start()
+        }
+        if compacting {
+            Thread {
+                while true {
+                    do { try store.compact() } catch { fail("compact failed: \(error)") }
+                    usleep(2_000)
+                }
+            }.start()
         }
         // Exit if the parent test process goes away, so that no writer outlives a crashed test.
         let parent = getppid()

@@ -306,6 +306,8 @@ struct Compactor {
             for id in ids { shared.segments[UInt32(id)] = nil }
             shared.stats.remove(Set(ids))
         }
+        // From here no hint job can (re)create an input's hint file.
+        for input in inputs { input.retired.withLock { $0 = true } }
         do throws(Errno) {
             for id in ids {
                 for name in [SegmentName.hint(id), SegmentName.segment(id)] {

@@ -48,6 +48,14 @@ package struct StoreRecovery {
             for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
         }
         var ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        if writable {
+            // A hint whose segment is gone (older versions could leave one behind a compaction).
+            let present = Set(ids)
+            for name in names where name.hasSuffix(SegmentName.hintExtension) {
+                let id = UInt64(name.dropLast(SegmentName.hintExtension.count))
+                if let id, !present.contains(id) { try? fileSystem.unlink(directory + "/" + name) }
+            }
+        }
         var manifestProblem: RecoveryReport.CorruptRange?
         if names.contains(CompactionManifest.fileName) {
             let replaced = try finishCompaction(&manifestProblem)

@@ -4,6 +4,8 @@ package enum HintWriter {
         case written(entries: Int)
         /// The segment has damage; no hint is written so every open keeps reporting it.
         case skippedCorrupt
+        /// Compaction deleted the segment meanwhile.
+        case skippedRetired
     }
 
     /// Scans `file` up to `length`, makes the segment durable, and writes `DIR/<id>.hint`
@@ -27,11 +29,14 @@ package enum HintWriter {
         do { try fileSystem.fdatasync(file.fd) } catch {
             throw CaskError.syncFailed(path: file.path, errno: error)
         }
-        do {
-            try fileSystem.writeFileAtomically(path, directory: directory, bytes: bytes)
-        } catch {
-            throw CaskError.from(error, operation: "write hint file", path: path)
+        return try file.retired.withLock { (retired) throws(CaskError) -> Outcome in
+            guard !retired else { return .skippedRetired }
+            do throws(Errno) {
+                try fileSystem.writeFileAtomically(path, directory: directory, bytes: bytes)
+            } catch {
+                throw CaskError.from(error, operation: "write hint file", path: path)
+            }
+            return .written(entries: entries)
         }
-        return .written(entries: entries)
     }
 }

@@ -13,6 +13,9 @@ package final class SegmentFile: @unchecked Sendable {
     package let path: String
     package let fd: Int32
     private let fileSystem: any FileSystem
+    /// Set (under this lock) when compaction deletes the file; its hint file is written under the
+    /// same lock, so that no hint can appear for a segment that is gone.
+    package let retired = Lock(false)
     /// The start of the mapping, or nil when the file is read with `pread`.
     package let mapping: UnsafeRawPointer?
     private let mappedLength: Int
