@@ -138,7 +138,8 @@ final class SecondReaderTests: XCTestCase {
     /// A copy of the store's segment (and, when `hints`, hint) files, so neither reader touches the original.
     func copyStore(_ source: String, hints: Bool) throws -> TemporaryDirectory {
         let copy = TemporaryDirectory("cask-second-reader-copy")
-        for name in try FileManager.default.contentsOfDirectory(atPath: source) where name.hasSuffix(".cask") || (hints && name.hasSuffix(".hint")) {
+        for name in try FileManager.default.contentsOfDirectory(atPath: source)
+        where name.hasSuffix(".cask") || name == CompactionManifest.fileName || (hints && name.hasSuffix(".hint")) {
             try FileManager.default.copyItem(atPath: source + "/" + name, toPath: copy.appending(name))
         }
         return copy
@@ -270,6 +271,57 @@ final class SecondReaderTests: XCTestCase {
         XCTAssertGreaterThan(withHints.recordsFromHints, 0, "\(withHints.summary)")
         // The last session wrote no hints: its records are found by scanning after a hint's covered length.
         XCTAssertGreaterThan(withHints.summary["records_scanned"] as? Int ?? 0, 0, "\(withHints.summary)")
+    }
+
+    /// A compacted store (output segments have higher ids but older records, so the active segment
+    /// is not the highest id), and the same store as a crash after the manifest leaves it: inputs
+    /// and outputs side by side with `COMPACTION` listing the inputs.
+    func testCompactedStoreAndAnInterruptedCompaction() throws {
+        let directory = TemporaryDirectory("cask-second-reader-compacted")
+        let before = TemporaryDirectory("cask-second-reader-before")
+        var model = try Self.makeRandomStore(at: directory.path, seed: 0xC0_4D)
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+            try FileManager.default.copyItem(atPath: directory.appending(name), toPath: before.appending(name))
+        }
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 16 << 10
+        let store = try CaskStore.open(at: directory.path, options: options)
+        let result = try store.compact()
+        XCTAssertGreaterThan(result.segmentsCompacted, 5)
+        try store.put([0xC0], [1, 2, 3])  // appended to the active segment, whose id is below the outputs'
+        model[[0xC0]] = [1, 2, 3]
+        try store.close()
+        for (python, swift) in try compareReaders(directory.path, label: "compacted store") {
+            XCTAssertTrue(python.damaged.isEmpty && !python.tornTail, "\(python.summary)")
+            XCTAssertEqual(python.values, model)
+            XCTAssertEqual(swift.values, model)
+        }
+
+        // Put the older half of the replaced segments back, with the manifest listing them all: the
+        // puts they hold lost their tombstones (in the newer half, or dropped by the compaction), so
+        // a reader that does not honour the manifest brings deleted keys back.
+        let present = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
+        let replaced = try FileManager.default.contentsOfDirectory(atPath: before.path)
+            .filter { $0.hasSuffix(".cask") && !present.contains($0) }.map { UInt64($0.dropLast(5))! }.sorted()
+        XCTAssertGreaterThan(replaced.count, 2)
+        for id in replaced.prefix(replaced.count / 2) {
+            try FileManager.default.copyItem(atPath: before.appending(SegmentName.segment(id)), toPath: directory.appending(SegmentName.segment(id)))
+        }
+        try Data(CompactionManifest.encode(inputs: replaced)).write(to: URL(fileURLWithPath: directory.appending(CompactionManifest.fileName)))
+        for (python, swift) in try compareReaders(directory.path, label: "interrupted compaction") {
+            XCTAssertTrue(python.damaged.isEmpty, "\(python.summary)")
+            XCTAssertEqual(python.values, model, "the Python reader read segments the manifest retired")
+            XCTAssertEqual(swift.values, model)
+        }
+        // A writable open finishes the job.
+        try CaskStore.open(at: directory.path, options: options).close()
+        let after = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
+        XCTAssertFalse(after.contains(CompactionManifest.fileName))
+        XCTAssertTrue(replaced.allSatisfy { !after.contains(SegmentName.segment($0)) })
+        for (python, swift) in try compareReaders(directory.path, label: "after finishing") {
+            XCTAssertEqual(python.values, model)
+            XCTAssertEqual(swift.values, model)
+        }
     }
 
     func testCorruptedSealedSegment() throws {

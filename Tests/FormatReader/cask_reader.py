@@ -307,6 +307,18 @@ class HintEntry:
     __slots__ = ("type", "flags", "seq", "record_length", "value_length", "key", "expires_at", "offset")
 
 
+def parse_compaction_manifest(data):
+    """The segment ids a compaction manifest lists, or None when it is not valid."""
+    if len(data) < 20 or data[:8] != b"CASKCMP\x00" or struct.unpack_from("<H", data, 8)[0] != 1:
+        return None
+    count = struct.unpack_from("<I", data, 12)[0]
+    if len(data) != 16 + count * 8 + 4:
+        return None
+    if crc32c(data, 0, 16 + count * 8) != struct.unpack_from("<I", data, 16 + count * 8)[0]:
+        return None
+    return set(struct.unpack_from("<%dQ" % count, data, 16))
+
+
 def parse_hint(hint, segment_id, segment_length):
     """Parses and checks a whole hint file. Returns (covered length, entries) or raises Invalid."""
     if len(hint) < HINT_HEADER_LENGTH:
@@ -437,18 +449,45 @@ class Reader:
     def load(self):
         names = os.listdir(self.directory)
         segment_ids = sorted(int(m.group(1)) for m in map(SEGMENT_NAME.match, names) if m)
+        # Compaction: the segments a valid manifest lists were replaced; ignore them.
+        if "COMPACTION" in names:
+            with open(os.path.join(self.directory, "COMPACTION"), "rb") as f:
+                replaced = parse_compaction_manifest(f.read())
+            if replaced is None:
+                self.damage("COMPACTION", 0, 0, "invalid compaction manifest; ignored")
+            else:
+                segment_ids = [i for i in segment_ids if i not in replaced]
         for segment_id in segment_ids:
             if not 1 <= segment_id <= MAX_SEGMENT_ID:
                 raise InvalidStore("%010d.cask: segment id %d outside 1 ..= %d" % (segment_id, segment_id, MAX_SEGMENT_ID))
         hint_names = set(n for n in names if HINT_NAME.match(n))
         self.summary["segments"] = len(segment_ids)
-        for i, segment_id in enumerate(segment_ids):
-            last = i == len(segment_ids) - 1
+        active = self.active_segment(segment_ids)
+        for segment_id in segment_ids:
+            last = segment_id == active
             name = "%010d.cask" % segment_id
             with open(os.path.join(self.directory, name), "rb") as f:
                 data = f.read()
             self.segments.append((segment_id, name, data))
             self.load_segment(segment_id, name, data, last, hint_names)
+
+    def active_segment(self, segment_ids):
+        """The segment a writer appends to: the highest base seq (ties: highest id); a newest
+        segment whose header is not valid can only be one whose creation was torn."""
+        best = None
+        for segment_id in segment_ids:
+            with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
+                header = f.read(SEGMENT_HEADER_LENGTH)
+            valid = (len(header) == SEGMENT_HEADER_LENGTH and header[:8] == SEGMENT_MAGIC
+                     and crc32c(header, 0, 36) == struct.unpack_from("<I", header, 36)[0])
+            if not valid:
+                if segment_id == segment_ids[-1]:
+                    return segment_id
+                continue
+            base_seq = struct.unpack_from("<Q", header, 24)[0]
+            if best is None or (base_seq, segment_id) > best:
+                best = (base_seq, segment_id)
+        return best[1] if best else (segment_ids[-1] if segment_ids else None)
 
     def load_segment(self, segment_id, name, data, last, hint_names):
         if len(data) < SEGMENT_HEADER_LENGTH:
