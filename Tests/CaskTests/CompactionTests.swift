@@ -78,6 +78,42 @@ final class CompactionTests: XCTestCase {
         try reopened.close()
     }
 
+    /// The space really comes back: once compaction is done, the process holds no descriptor or
+    /// mapping of a deleted segment (an unlinked file still open keeps its blocks).
+    func testDeletedSegmentsAreClosedAndUnmapped() throws {
+        let dir = TemporaryDirectory("cask-compaction-space")
+        var options = options(segment: 8 << 10)
+        options.durability = .os  // sealed segments wait in the writer's list of files to sync
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: 9)
+        for round in 0..<6 {
+            for i in 0..<40 { try store.put("k\(i)", random.bytes(200 + round)) }
+        }
+        let value = try store.get("k3")
+        try store.compact()
+        store.backgroundWork.wait()
+        let deleted = try openDeletedFiles(under: dir.path)
+        XCTAssertEqual(deleted, [], "descriptors or mappings of deleted segments are still held")
+        XCTAssertEqual(try store.get("k3"), value)
+        try store.close()
+    }
+
+    /// Paths under `directory` that this process has open or mapped but that were deleted.
+    private func openDeletedFiles(under directory: String) throws -> [String] {
+        var found: [String] = []
+        for fd in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd),
+               target.hasPrefix(directory), target.hasSuffix("(deleted)") {
+                found.append("fd \(fd): \(target)")
+            }
+        }
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        for line in maps.split(separator: "\n") where line.contains(directory) && line.hasSuffix("(deleted)") {
+            found.append("mapping: \(line)")
+        }
+        return found
+    }
+
     // MARK: Tombstones
 
     /// A delete whose key still has an older put in a segment outside the compaction must survive it.

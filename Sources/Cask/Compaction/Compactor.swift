@@ -308,6 +308,9 @@ struct Compactor {
         }
         // From here no hint job can (re)create an input's hint file.
         for input in inputs { input.retired.withLock { $0 = true } }
+        // Their data is in the synced outputs: nothing left to sync, and no reason to keep them open.
+        let retiredIDs = Set(ids)
+        writer.withLock { w in w.unsyncedSealed.removeAll { retiredIDs.contains($0.id) } }
         do throws(Errno) {
             for id in ids {
                 for name in [SegmentName.hint(id), SegmentName.segment(id)] {
