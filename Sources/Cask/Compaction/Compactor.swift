@@ -287,6 +287,7 @@ struct Compactor {
                     let key = UnsafeRawBufferPointer(rebasing: keyBytes[forget.keyStart..<(forget.keyStart + forget.keyLength)])
                     if shared.index.remove(key, ifAt: forget.old) {
                         shared.stats.update(UInt64(forget.old.segmentID)) { $0.removeLive(bytes: forget.old.length) }
+                        shared.expiries.set(key, expiresAt: nil)
                     }
                 }
             }

@@ -20,6 +20,8 @@ package struct StoreRecovery {
         package var nextSegmentID: UInt64 = 1
         /// Clean sealed segments without a hint that covers them.
         package var segmentsNeedingHints: [UInt64] = []
+        /// Expiry times of the keys whose winning record has one.
+        package var expiries = ExpiryTable()
         /// Set when a hint turned out inconsistent after part of it was applied.
         var inconsistentHint: UInt64?
         package var report = RecoveryReport()
@@ -250,7 +252,7 @@ package struct StoreRecovery {
             from: min(scanFrom, length),
             onRecord: { offset, header, bytes in
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
-                apply(key: key, type: header.type, seq: header.seq, valueLength: header.valueLength,
+                apply(key: key, type: header.type, seq: header.seq, valueLength: header.valueLength, expiresAt: header.expiresAt,
                       location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
                       into: &result, stats: &stats)
             },
@@ -304,7 +306,7 @@ package struct StoreRecovery {
                 result.index.reserve(result.index.count + Int(entries))
             }
             return HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
-                apply(key: entry.key, type: entry.type, seq: entry.seq, valueLength: entry.valueLength,
+                apply(key: entry.key, type: entry.type, seq: entry.seq, valueLength: entry.valueLength, expiresAt: entry.expiresAt,
                       location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
                       into: &result, stats: &loaded)
             }
@@ -322,7 +324,7 @@ package struct StoreRecovery {
     }
 
     private func apply(
-        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, valueLength: Int, location: RecordLocation,
+        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, valueLength: Int, expiresAt: UInt64?, location: RecordLocation,
         into result: inout Result, stats: inout SegmentStats
     ) {
         result.report.recordsScanned += 1
@@ -332,9 +334,11 @@ package struct StoreRecovery {
         switch result.index.recover(key, location, seq: seq, isDelete: isDelete) {
         case .inserted:
             if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
+            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt) }
         case .replaced(let old, let wasDelete):
             if !wasDelete { removeLive(old, result: &result, stats: &stats) }
             if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
+            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt) }
         case .superseded:
             break
         }

@@ -34,24 +34,29 @@ extension CaskStore {
     func lookup(key: UnsafeRawBufferPointer) throws(CaskError) -> Bool {
         try state.read { (shared) throws(CaskError) in
             if shared.closed { throw CaskError.closed }
-            return shared.index.lookup(key) != nil
+            guard shared.index.lookup(key) != nil else { return false }
+            return shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: Self.nowMilliseconds())
         }
     }
 
-    /// The number of keys.
+    /// The number of keys (expired keys excluded). O(1), plus O(keys with an expiry) when there are any.
     public var count: Int {
-        state.read { $0.index.count }
+        state.read { shared in
+            shared.index.count - (shared.expiries.isEmpty ? 0 : shared.expiries.expiredCount(now: Self.nowMilliseconds()))
+        }
     }
 
-    /// All keys, sorted bytewise (optionally only those starting with `prefix`).
+    /// All keys, sorted bytewise (optionally only those starting with `prefix`); expired keys excluded.
     /// Complexity: O(n log n) in the number of keys; copies every key.
     public func keys(prefix: [UInt8] = []) throws(CaskError) -> [[UInt8]] {
         var keys: [[UInt8]] = try state.read { (shared) throws(CaskError) in
             if shared.closed { throw CaskError.closed }
             var keys: [[UInt8]] = []
             keys.reserveCapacity(prefix.isEmpty ? shared.index.count : 16)
+            let now = Self.nowMilliseconds()
             shared.index.forEach { key, _ in
-                if key.count >= prefix.count && key.prefix(prefix.count).elementsEqual(prefix) { keys.append(Array(key)) }
+                guard key.count >= prefix.count && key.prefix(prefix.count).elementsEqual(prefix) else { return }
+                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { keys.append(Array(key)) }
             }
             return keys
         }
@@ -125,6 +130,7 @@ extension CaskStore {
         return value
     }
 
+    @usableFromInline
     static func nowMilliseconds() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)

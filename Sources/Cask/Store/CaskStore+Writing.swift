@@ -24,6 +24,31 @@ extension CaskStore {
         try put(key.utf8, value)
     }
 
+    /// Sets `key` to `value` until `expiresAfter` from now (wall-clock time): from then on the key
+    /// reads as absent (`get`, `contains`, `count`, `keys`), across reopens, and compaction drops its
+    /// record. A later put without expiry makes the key permanent again.
+    @inlinable
+    public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) throws(CaskError) {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        try put(key, value, expiresAtMilliseconds: Self.nowMilliseconds() + UInt64(milliseconds))
+    }
+
+    @inlinable
+    public func put(_ key: String, _ value: some Collection<UInt8>, expiresAfter duration: Duration) throws(CaskError) {
+        try put(key.utf8, value, expiresAfter: duration)
+    }
+
+    /// Sets `key` to `value` until the wall-clock time `milliseconds` since 1970-01-01 UTC.
+    @inlinable
+    public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAtMilliseconds milliseconds: UInt64) throws(CaskError) {
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in
+            try Self.withContiguousBytes(value) { (value) throws(CaskError) in
+                _ = try write(.put, key: key, value: value, expiresAt: milliseconds)
+            }
+        }
+    }
+
     /// Deletes `key` by appending a tombstone. Returns whether the key existed; deleting a missing
     /// key writes nothing. Durable on return as for `put`.
     @inlinable @discardableResult
@@ -119,6 +144,7 @@ extension CaskStore {
             let segmentID = w.active.id
             state.write { shared in
                 let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
+                shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil)
                 if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
                 shared.stats.update(segmentID) { $0.append(seq: seq, valueLength: value.count, length: length, live: type == .put) }
             }

@@ -39,6 +39,8 @@ public final class CaskStore: Sendable {
         var index: KeyIndex
         var segments: [UInt32: SegmentFile]
         var stats: SegmentAccounting
+        /// Expiry times of the keys whose latest record has one.
+        var expiries = ExpiryTable()
         var closed = false
     }
 
@@ -122,7 +124,8 @@ public final class CaskStore: Sendable {
         }
         var segments: [UInt32: SegmentFile] = [:]
         for (id, file) in recovered.segments { segments[UInt32(id)] = file }
-        state = ReadWriteLock(SharedState(index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values)))
+        state = ReadWriteLock(SharedState(
+            index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values), expiries: recovered.expiries))
 
         if !options.readOnly {
             if options.writeHints {

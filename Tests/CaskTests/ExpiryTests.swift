@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// Keys written with an expiry read as absent once it passes — everywhere, across reopens and
+/// compactions, and without bringing back an older value.
+final class ExpiryTests: XCTestCase {
+    private func options() -> CaskStore.Options {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4096
+        options.automaticCompaction = false
+        return options
+    }
+
+    private func assertAbsent(_ store: CaskStore, _ key: String, _ context: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertNil(try store.get(key), context, file: file, line: line)
+        XCTAssertFalse(try store.contains(key), context, file: file, line: line)
+        XCTAssertFalse((try? store.keys())?.contains(Array(key.utf8)) ?? true, context, file: file, line: line)
+    }
+
+    func testExpiredKeyIsAbsentEverywhereAndAcrossReopen() throws {
+        let dir = TemporaryDirectory("cask-expiry")
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try store.put("session", Array("token".utf8), expiresAfter: .milliseconds(300))
+        try store.put("forever", [1])
+        try store.put("later", [2], expiresAfter: .seconds(3600))
+        XCTAssertEqual(try store.get("session"), Array("token".utf8))
+        XCTAssertEqual(store.count, 3)
+        usleep(400_000)
+        assertAbsent(store, "session", "after expiry")
+        XCTAssertEqual(store.count, 2)
+        XCTAssertEqual(try store.get("later"), [2])
+        try store.close()
+        for hints in [true, false] {
+            if !hints {
+                for name in try FileManager.default.contentsOfDirectory(atPath: dir.path) where name.hasSuffix(".hint") {
+                    try FileManager.default.removeItem(atPath: dir.appending(name))
+                }
+            }
+            let reopened = try CaskStore.open(at: dir.path, options: options())
+            assertAbsent(reopened, "session", "reopened, hints \(hints)")
+            XCTAssertEqual(reopened.count, 2)
+            XCTAssertEqual(try reopened.get("later"), [2])
+            try reopened.close()
+        }
+    }
+
+    func testPutWithoutExpiryMakesTheKeyPermanentAgain() throws {
+        let dir = TemporaryDirectory("cask-expiry-permanent")
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try store.put("k", [1], expiresAfter: .milliseconds(200))
+        try store.put("k", [2])
+        usleep(300_000)
+        XCTAssertEqual(try store.get("k"), [2])
+        XCTAssertTrue(try store.contains("k"))
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertEqual(try reopened.get("k"), [2])
+        XCTAssertEqual(reopened.count, 1)
+        try reopened.close()
+    }
+
+    /// An expired put hides the older value of its key like a delete: compacting only the segment
+    /// holding the expired put must not bring the older value back.
+    func testCompactionDropsExpiredRecordsWithoutResurrectingOlderValues() throws {
+        let dir = TemporaryDirectory("cask-expiry-compaction")
+        var options = options()
+        options.compactionDeadRatio = 0.3
+        options.compactionMinDeadBytes = 0
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: 4)
+        try store.put("user", Array("old profile".utf8))
+        // Seven anchors fill the first segment; the eighth starts the second, with the expiring put.
+        for i in 0..<8 { try store.put("anchor-\(i)", random.bytes(500)) }
+        try store.put("user", Array("short-lived".utf8), expiresAfter: .milliseconds(200))
+        let segments = try store.statistics().segments
+        XCTAssertEqual(segments.count, 2)
+        XCTAssertEqual(segments.first?.minSeq, 1, "the first segment holds the old value")
+        for _ in 0..<4 { for i in 0..<40 { try store.put("filler-\(i)", random.bytes(100)) } }
+        usleep(300_000)
+        assertAbsent(store, "user", "expired")
+        let compactor = store.compactor()
+        _ = store.compactionGate.withLock { _ in try? compactor.run(.policy) }
+        assertAbsent(store, "user", "after a partial compaction")
+        try store.close()
+        var reopened = try CaskStore.open(at: dir.path, options: options)
+        assertAbsent(reopened, "user", "reopened after a partial compaction")
+        let result = try reopened.compact()
+        XCTAssertGreaterThan(result.recordsDropped, 0)
+        assertAbsent(reopened, "user", "after a full compaction")
+        try reopened.close()
+        reopened = try CaskStore.open(at: dir.path, options: options)
+        assertAbsent(reopened, "user", "reopened after a full compaction")
+        XCTAssertEqual(reopened.count, 48)
+        try reopened.close()
+    }
+}
