@@ -179,9 +179,12 @@ final class CrashTests: XCTestCase {
 struct AckLog {
     struct Operation {
         var isPut: Bool
+        /// The key, or (an atomic batch of puts) the keys, separated by commas.
         var key: String
         var version: UInt64
         var acknowledged: Bool
+        /// The keys the operation sets: one, or all of a batch's.
+        var keys: [String] { key.split(separator: ",").map(String.init) }
         /// The key's state once this operation is applied: the version of its value, or nil if deleted.
         var result: UInt64? { isPut ? version : nil }
     }
@@ -203,7 +206,7 @@ struct AckLog {
                 problems.append("bad log line \(line)")
                 continue
             }
-            let isPut = fields[2] == "P", key = String(fields[3])
+            let isPut = fields[2] == "P" || fields[2] == "B", key = String(fields[3])
             switch fields[0] {
             case "I":
                 if threads[thread]?.last?.acknowledged == false { problems.append("thread \(thread) started two operations at once") }
@@ -232,13 +235,13 @@ struct AckLog {
         var failures = problems
         var identified: [String: UInt64] = [:]  // key -> version of the value found
         var keysOfThreads = Set<String>()
-        for operations in threads.values { for operation in operations { keysOfThreads.insert(operation.key) } }
+        for operations in threads.values { for operation in operations { keysOfThreads.formUnion(operation.keys) } }
 
         // Every value must be whole and one the writer wrote for that key.
         for (key, value) in found {
             var candidates = Set<UInt64>()
             if let before = model[key] { candidates.insert(before) }
-            for operations in threads.values { for operation in operations where operation.isPut && operation.key == key { candidates.insert(operation.version) } }
+            for operations in threads.values { for operation in operations where operation.isPut && operation.keys.contains(key) { candidates.insert(operation.version) } }
             guard let version = candidates.first(where: { crashValue(key: key, version: $0) == value }) else {
                 failures.append("\(key) holds \(value.count) bytes that the writer never wrote for it")
                 continue
@@ -251,18 +254,19 @@ struct AckLog {
             let lowest = allAcknowledgedSurvive ? acknowledged : 0
             // Prefixes (number of operations applied) consistent with every key of this thread.
             var possible = Set(lowest...operations.count)
-            let keys = Set(operations.map(\.key))
+            let keys = Set(operations.flatMap(\.keys))
             for key in keys {
                 let state = identified[key]
                 var consistent = Set<Int>()
                 var current = model[key]  // state of the key after applying `length` operations
                 for length in 0...operations.count {
-                    if length > 0, operations[length - 1].key == key { current = operations[length - 1].result }
+                    // A batch sets all its keys in one operation: no prefix can hold only some of them.
+                    if length > 0, operations[length - 1].keys.contains(key) { current = operations[length - 1].result }
                     if current == state { consistent.insert(length) }
                 }
                 let remaining = possible.intersection(consistent)
                 if remaining.isEmpty {
-                    let history = operations.enumerated().filter { $0.element.key == key }
+                    let history = operations.enumerated().filter { $0.element.keys.contains(key) }
                         .map { "#\($0.offset) \($0.element.isPut ? "put" : "delete") v\($0.element.version)\($0.element.acknowledged ? "" : " (in flight)")" }
                     failures.append("""
                         thread \(thread), \(key): found \(state.map { "v\($0)" } ?? "nothing"), which no allowed prefix \

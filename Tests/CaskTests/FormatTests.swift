@@ -283,12 +283,15 @@ final class FormatTests: XCTestCase {
                                   storedLength: UInt64(LZ4Compressor.bound(100)) + 1), "lz4 payload over bound")
         assertMalformed(rawHeader(flags: RecordFlags.lz4, keyLength: 1, valueLength: 10, storedLength: UInt64(Int32.max)), "lz4 payload huge")
         assertMalformed(rawHeader(type: 0, keyLength: 1, valueLength: 1), "type 0")
-        assertMalformed(rawHeader(type: 3, keyLength: 1, valueLength: 1), "batch (unsupported in v1)")
+        assertMalformed(rawHeader(type: 3, keyLength: 1, valueLength: 1), "batch commit with a 1-byte key")
+        assertMalformed(rawHeader(type: 3, keyLength: 8, valueLength: 0), "batch commit without a count")
+        assertMalformed(rawHeader(type: 3, flags: RecordFlags.batchMember, keyLength: 8, valueLength: 1), "batch commit with a flag")
         assertMalformed(rawHeader(type: 4, keyLength: 1, valueLength: 1), "type 4")
-        assertMalformed(rawHeader(flags: 0x04, keyLength: 1, valueLength: 1), "unknown flag")
+        assertMalformed(rawHeader(flags: 0x08, keyLength: 1, valueLength: 1), "unknown flag")
         assertMalformed(rawHeader(flags: 0x80, keyLength: 1, valueLength: 1), "unknown flag")
         assertMalformed(rawHeader(type: 2, keyLength: 1, valueLength: 5), "delete with a value")
         assertMalformed(rawHeader(type: 2, flags: RecordFlags.lz4, keyLength: 1, valueLength: 0, storedLength: 1), "compressed delete")
+        assertMalformed(rawHeader(type: 2, flags: RecordFlags.expires, keyLength: 1, valueLength: 0), "expiring delete")
         // An 11-byte varint in a length field, with plenty of bytes after it.
         assertMalformed([0, 0, 0, 0, 1, 0, 1] + [UInt8](repeating: 0x80, count: 10) + [0] + [UInt8](repeating: 0, count: 20), "overlong varint")
 

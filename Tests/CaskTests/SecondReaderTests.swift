@@ -237,6 +237,23 @@ final class SecondReaderTests: XCTestCase {
             let operations = session == 2 ? 40 : 2000
             for _ in 0..<operations {
                 let key = keys[Int.random(in: 0..<keys.count, using: &rng)]
+                if Int.random(in: 0..<100, using: &rng) < 5 {
+                    // An atomic batch of puts and deletes.
+                    var batch = WriteBatch()
+                    for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                        let member = keys[Int.random(in: 0..<keys.count, using: &rng)]
+                        if Bool.random(using: &rng) {
+                            let v = value(&rng)
+                            batch.put(member, v)
+                            model[member] = v
+                        } else {
+                            batch.delete(member)
+                            model[member] = nil
+                        }
+                    }
+                    try store.write(batch)
+                    continue
+                }
                 if Int.random(in: 0..<100, using: &rng) < 18 {
                     let existed = try store.delete(key)
                     XCTAssertEqual(existed, model.removeValue(forKey: key) != nil)

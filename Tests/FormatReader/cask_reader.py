@@ -41,10 +41,12 @@ FORMAT_VERSION = 1
 
 TYPE_PUT = 1
 TYPE_DELETE = 2
-KNOWN_TYPES = (TYPE_PUT, TYPE_DELETE)  # 3 (batch) is reserved: invalid in version 1
+KNOWN_TYPES = (TYPE_PUT, TYPE_DELETE, 3)  # 3: batch commit
 FLAG_LZ4 = 0x01
 FLAG_EXPIRES = 0x02
-KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES
+TYPE_BATCH = 3
+FLAG_BATCH = 0x04
+KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH
 
 MAX_KEY_LENGTH = 65_535
 MAX_VALUE_LENGTH = 268_435_456  # 256 MiB
@@ -254,8 +256,10 @@ def parse_record(data, offset, end):
     value_length, pos = read_varint(data, pos, end)
     if value_length > MAX_VALUE_LENGTH:
         raise Invalid("value length %d out of range" % value_length)
-    if rtype == TYPE_DELETE and (value_length != 0 or flags != 0):
+    if rtype == TYPE_DELETE and (value_length != 0 or flags & ~FLAG_BATCH):
         raise Invalid("delete with a value, the lz4 flag or an expiry")
+    if rtype == TYPE_BATCH and (key_length != 8 or not 1 <= value_length <= 5 or flags != 0):
+        raise Invalid("batch commit with a key of %d bytes, a value of %d bytes or flags 0x%02x" % (key_length, value_length, flags))
     if flags & FLAG_LZ4:
         stored_length, pos = read_varint(data, pos, end)
         if not 1 <= stored_length <= lz4_compress_bound(value_length):
@@ -400,8 +404,10 @@ def parse_hint_entry(raw, p, end):
         raise Invalid("hint entry key length %d out of range" % key_length)
     if e.value_length > MAX_VALUE_LENGTH:
         raise Invalid("hint entry value length %d out of range" % e.value_length)
-    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags != 0):
+    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~FLAG_BATCH):
         raise Invalid("hint entry for a delete with a value, the lz4 flag or an expiry")
+    if e.type == TYPE_BATCH and (key_length != 8 or not 1 <= e.value_length <= 5 or e.flags != 0):
+        raise Invalid("hint entry for a malformed batch commit")
     # The smallest record these fields allow: crc, type, flags, three 1-byte varints (plus a stored
     # length when lz4, plus the expiry), the key and the payload (at least 1 byte when lz4).
     minimum = 4 + 2 + 3 + key_length
@@ -507,6 +513,7 @@ class Reader:
             if header_id != segment_id:
                 self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header says id %d" % header_id)
         start = SEGMENT_HEADER_LENGTH
+        self.pending = []  # batch members waiting for their commit record (FORMAT.md, "Batches")
         hint_name = "%010d.hint" % segment_id
         if self.use_hints and hint_name in hint_names:
             with open(os.path.join(self.directory, hint_name), "rb") as f:
@@ -518,11 +525,19 @@ class Reader:
             else:
                 self.summary["hints_used"].append(hint_name)
                 for e in entries:
-                    self.apply(e.key, e.seq, e.type, e.flags, e.expires_at, segment_id, e.offset,
-                               e.record_length, e.value_length, True)
+                    self.receive(e.key, e.seq, e.type, e.flags, e.expires_at, segment_id, e.offset,
+                                 e.record_length, e.value_length, True)
                 self.summary["records_from_hints"] += len(entries)
                 start = covered
         self.scan(segment_id, name, data, start, last)
+        if self.pending:
+            # A batch whose commit record never came: never applied.
+            first = min(m[6] for m in self.pending)
+            end = max(m[6] + m[7] for m in self.pending)
+            if last:
+                self.summary["torn_tail"] = {"file": name, "start": first, "end": end, "reason": "batch without its commit record"}
+            else:
+                self.damage(name, first, end, "batch without its commit record")
 
     def scan(self, segment_id, name, data, pos, last):
         end = len(data)
@@ -548,16 +563,30 @@ class Reader:
                 self.damage(name, damage_start, pos, reason)
                 if r is None:
                     return
-            self.apply(r.key, r.seq, r.type, r.flags, r.expires_at, segment_id, r.offset, r.length,
-                       r.value_length, False)
+            self.receive(r.key, r.seq, r.type, r.flags, r.expires_at, segment_id, r.offset, r.length,
+                         r.value_length, False)
             self.summary["records_scanned"] += 1
             pos += r.length
 
     def damage(self, name, start, end, reason):
         self.summary["damaged"].append({"file": name, "start": start, "end": end, "reason": reason})
 
-    def apply(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
+    def receive(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
+        """One valid record: applied now, or (a batch member) when its commit record comes."""
         self.summary["records"] += 1
+        args = (key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint)
+        if rtype == TYPE_BATCH:
+            first = struct.unpack("<Q", bytes(key))[0]
+            committed = [m for m in self.pending if first <= m[1] < seq]
+            self.pending = [m for m in self.pending if not first <= m[1] < seq]
+            for m in committed:
+                self.apply(*m)
+        elif flags & FLAG_BATCH:
+            self.pending.append(args)
+        else:
+            self.apply(*args)
+
+    def apply(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
         current = self.index.get(key)
         if current is not None and seq <= current.seq:
             return

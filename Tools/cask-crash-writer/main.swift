@@ -8,6 +8,7 @@
 //   S <pid>                       the store is open
 //   I <thread> <P|D> <key> <ver>  an operation is about to start ("intent")
 //   A <thread> <P|D> <key> <ver>  the operation returned (acknowledged), logged before the next one
+//   I/A <thread> B <k1,k2,k3> <ver>  the same for an atomic batch putting version <ver> to 3 keys
 // The value of a put is `crashValue(key:version:)`, recomputed by the checker; versions are
 // `SEED << 32 | n`, unique across runs that use different seeds and growing with the seed.
 #if canImport(Glibc)
@@ -93,7 +94,20 @@ enum CrashWriter {
             counter += 1
             let version = seed << 32 | counter
             let key = "t\(thread)-k\(random.next() % UInt64(keysPerThread))"
-            let isPut = random.next() % 100 < 75
+            let dice = random.next() % 100
+            if dice >= 90 {
+                // An atomic batch: three keys of their own that only batches write, one version.
+                let group = random.next() % 8
+                let keys = ["x", "y", "z"].map { "t\(thread)-b\(group)\($0)" }
+                let line = "\(thread) B \(keys.joined(separator: ",")) \(version)"
+                log(ackFD, "I " + line)
+                var batch = WriteBatch()
+                for key in keys { batch.put(key, crashValue(key: key, version: version)) }
+                do { try store.write(batch) } catch { fail("batch failed: \(error)") }
+                log(ackFD, "A " + line)
+                continue
+            }
+            let isPut = dice < 68
             let line = "\(thread) \(isPut ? "P" : "D") \(key) \(version)"
             log(ackFD, "I " + line)
             do {

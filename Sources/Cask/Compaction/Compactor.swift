@@ -161,7 +161,7 @@ struct Compactor {
                 case .delete:
                     keep = current == nil && header.seq >= dropBelow
                 case .batch:
-                    keep = true  // never produced by format 1; rejected by the scanner before this
+                    keep = false  // a commit record: its members are copied as ordinary records
                 }
                 if forget {
                     expired.append(Move(keyStart: keys.count, keyLength: key.count, old: location, new: location, isPut: false))
@@ -174,7 +174,15 @@ struct Compactor {
                 do throws(CaskError) {
                     let output = try destination(for: header.recordLength, outputs: &outputs)
                     let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(header.recordLength))
+                    let start = output.buffer.count
                     output.buffer.append(bytes)
+                    if header.flags & RecordFlags.batchMember != 0 {
+                        // A committed batch member goes on as an ordinary record (its commit record is
+                        // not copied): clear the flag and checksum the record again.
+                        output.buffer.withUnsafeMutableCapacity { space in
+                            RecordEncoder.clearBatchMemberFlag(UnsafeMutableRawBufferPointer(rebasing: space[start..<(start + header.recordLength)]))
+                        }
+                    }
                     output.length += Int64(header.recordLength)
                     output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
                     output.stats.fileBytes = output.length

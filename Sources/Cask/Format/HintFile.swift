@@ -223,7 +223,8 @@ package enum HintFile {
     /// Whether a record with these fields could have exactly `recordLength` bytes (FORMAT.md, "Hint
     /// files"): a hint must not point the index at offsets no such record could occupy.
     private static func isPlausible(type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int) -> Bool {
-        if type == .delete && (valueLength != 0 || flags != 0) { return false }
+        if type == .delete && (valueLength != 0 || flags & ~RecordFlags.batchMember != 0) { return false }
+        if type == .batch && (keyLength != 8 || flags != 0 || !(1...5).contains(valueLength)) { return false }
         let fixed = 6 + Varint.size(of: seq) + Varint.size(of: UInt64(keyLength)) + Varint.size(of: UInt64(valueLength))
             + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength
         guard flags & RecordFlags.lz4 != 0 else { return recordLength == fixed + valueLength }
@@ -237,7 +238,7 @@ package enum HintFile {
     ) -> Bool {
         var position = 0
         while position < block.count {
-            guard block.count - position >= 2, let type = RecordType(rawValue: block[position]), type != .batch else { return false }
+            guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
             let flags = block[position + 1]
             guard flags & ~RecordFlags.known == 0 else { return false }
             position += 2

@@ -16,11 +16,11 @@ package final class RecordEncoder {
     /// The caller has checked the key and value lengths against ``Limits``.
     package func append(
         type: RecordType, seq: UInt64, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-        expiresAt: UInt64?, to buffer: inout ByteBuffer
+        expiresAt: UInt64?, batchMember: Bool = false, to buffer: inout ByteBuffer
     ) -> Int {
-        var flags: UInt8 = expiresAt == nil ? 0 : RecordFlags.expires
+        var flags: UInt8 = (expiresAt == nil ? 0 : RecordFlags.expires) | (batchMember ? RecordFlags.batchMember : 0)
         var storedLength = value.count
-        if value.count >= Self.minimumCompressibleLength {
+        if value.count >= Self.minimumCompressibleLength && type == .put {
             let allowed = value.count - value.count / 8  // must save at least 1/8
             scratch.count = 0
             var compressedLength = 0
@@ -65,5 +65,14 @@ package final class RecordEncoder {
         }
         if scratch.capacity > 1 << 20 { scratch.reset(shrinkingTo: 4096) }  // do not pin a huge value's buffer
         return length
+    }
+
+    /// Turns a valid batch member record into an ordinary one, in place: clears
+    /// ``RecordFlags/batchMember`` and recomputes the checksum.
+    package static func clearBatchMemberFlag(_ record: UnsafeMutableRawBufferPointer) {
+        precondition(record.count > 6)
+        record[5] &= ~RecordFlags.batchMember
+        let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: record[4...]))
+        record.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
     }
 }

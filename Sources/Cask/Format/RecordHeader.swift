@@ -2,8 +2,8 @@
 ///
 /// ```
 /// u32  crc32c     over every byte after this field, up to the end of the payload
-/// u8   type       1 put, 2 delete, 3 batch (reserved)
-/// u8   flags      bit 0 lz4, bit 1 expires; other bits zero
+/// u8   type       1 put, 2 delete, 3 batch commit
+/// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member; other bits zero
 /// var  seq        sequence number (LEB128)
 /// var  keyLength  1 ... 65,535
 /// var  valueLength  uncompressed value length, 0 ... 256 MiB (0 for delete)
@@ -47,7 +47,7 @@ package struct RecordHeader: Equatable, Sendable {
     /// `bytes` may hold less than the whole record; lengths are checked against ``Limits`` first.
     package static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
         guard bytes.count >= 6 else { return .failure(.truncated(needed: 6)) }
-        guard let type = RecordType(rawValue: bytes[4]), type != .batch else {
+        guard let type = RecordType(rawValue: bytes[4]) else {
             return .failure(.malformed("unknown record type \(bytes[4])"))
         }
         let flags = bytes[5]
@@ -71,8 +71,11 @@ package struct RecordHeader: Equatable, Sendable {
             }
             storedLength = stored
         }
-        if type == .delete && (valueLength != 0 || flags != 0) {
+        if type == .delete && (valueLength != 0 || flags & ~RecordFlags.batchMember != 0) {
             return .failure(.malformed("delete record carries a value, compression or an expiry"))
+        }
+        if type == .batch && (keyLength != 8 || valueLength < 1 || valueLength > 5 || flags != 0) {
+            return .failure(.malformed("batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags"))
         }
         var expiresAt: UInt64?
         if flags & RecordFlags.expires != 0 {

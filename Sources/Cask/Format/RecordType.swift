@@ -4,8 +4,9 @@ public enum RecordType: UInt8, Sendable, CustomStringConvertible {
     case put = 1
     /// Deletes the key (a tombstone). Carries no value.
     case delete = 2
-    /// Reserved for atomic batches (several puts and deletes under one checksum).
-    /// Format version 1 readers report it as unsupported.
+    /// Commits an atomic batch: the puts and deletes flagged ``RecordFlags/batchMember`` just before
+    /// it, in the same segment. Its key is the batch's first seq (u64, little-endian); its raw value
+    /// is the number of members (varint). Members without their commit are never applied.
     case batch = 3
 
     public var description: String {
@@ -23,5 +24,7 @@ package enum RecordFlags {
     package static let lz4: UInt8 = 0x01
     /// An 8-byte expiry time follows the varints.
     package static let expires: UInt8 = 0x02
-    package static let known: UInt8 = lz4 | expires
+    /// The record belongs to the atomic batch committed by the next batch record.
+    package static let batchMember: UInt8 = 0x04
+    package static let known: UInt8 = lz4 | expires | batchMember
 }

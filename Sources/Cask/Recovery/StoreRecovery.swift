@@ -229,10 +229,11 @@ package struct StoreRecovery {
         stats.fileBytes = length
 
         // Hint.
+        var batch = BatchAssembler()
         var scanFrom = Int64(SegmentHeader.length)
         var hintCovers: Int64 = 0
         if hasHint, case .success = decoded {
-            if let covered = loadHint(id: id, segmentLength: length, into: &result, stats: &stats) {
+            if let covered = loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
                 if result.inconsistentHint != nil { return }
                 scanFrom = covered
                 hintCovers = covered
@@ -252,9 +253,10 @@ package struct StoreRecovery {
             from: min(scanFrom, length),
             onRecord: { offset, header, bytes in
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
-                apply(key: key, type: header.type, seq: header.seq, valueLength: header.valueLength, expiresAt: header.expiresAt,
-                      location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                      into: &result, stats: &stats)
+                receive(key: key, type: header.type, flags: header.flags, seq: header.seq, valueLength: header.valueLength,
+                        expiresAt: header.expiresAt,
+                        location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
+                        into: &result, stats: &stats, batch: &batch)
             },
             onCorrupt: { corrupt.append($0) })
 
@@ -268,6 +270,25 @@ package struct StoreRecovery {
             length = tail.offset
             file.writtenLength.store(length, ordering: .relaxed)
             stats.fileBytes = length
+        }
+        // An atomic batch whose commit record never reached the disk is never applied. At the end of
+        // the last segment (the writer died mid-batch) a writable open cuts it off, so that nothing
+        // is ever appended behind it.
+        if let start = batch.pending.map(\.location.offset).min() {
+            let pendingBytes = batch.pending.reduce(Int64(0)) { $0 + Int64($1.location.length) }
+            let reason = "\(batch.pending.count) records of a batch without its commit record"
+            if keepOpenForWriting && corrupt.isEmpty && Int64(start) + pendingBytes == length {
+                do { try fileSystem.ftruncate(fd, length: Int64(start)) } catch {
+                    throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
+                }
+                result.report.truncations.append(.init(file: segmentPath, offset: Int64(start), bytesRemoved: pendingBytes, reason: reason))
+                length = Int64(start)
+                file.writtenLength.store(length, ordering: .relaxed)
+                stats.fileBytes = length
+                stats.records -= batch.pending.count
+            } else {
+                corrupt.append(.init(offset: Int64(start), length: pendingBytes, reason: reason))
+            }
         }
         stats.damaged = headerDamaged || !corrupt.isEmpty
         for range in corrupt {
@@ -287,7 +308,9 @@ package struct StoreRecovery {
     }
 
     /// Applies a hint file; returns the segment length it covers, or nil if it is unusable.
-    private func loadHint(id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats) -> Int64? {
+    private func loadHint(
+        id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
+    ) -> Int64? {
         let hintPath = path(SegmentName.hint(id))
         guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
         defer { fileSystem.close(fd) }
@@ -297,6 +320,7 @@ package struct StoreRecovery {
         guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
               read == Int(size) else { return nil }
         var loaded = stats
+        var loadedBatch = batch
         let outcome = bytes.withUnsafeBytes { raw in
             // Size the index for the entries at once rather than doubling its way there. The count
             // is only trusted up to what the segment could hold (9 bytes is the smallest record).
@@ -306,9 +330,10 @@ package struct StoreRecovery {
                 result.index.reserve(result.index.count + Int(entries))
             }
             return HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
-                apply(key: entry.key, type: entry.type, seq: entry.seq, valueLength: entry.valueLength, expiresAt: entry.expiresAt,
-                      location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
-                      into: &result, stats: &loaded)
+                receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
+                        expiresAt: entry.expiresAt,
+                        location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
+                        into: &result, stats: &loaded, batch: &loadedBatch)
             }
         }
         switch outcome {
@@ -319,17 +344,39 @@ package struct StoreRecovery {
             return 0
         case .applied(let summary):
             stats = loaded
+            batch = loadedBatch
             return summary.coveredLength
         }
     }
 
-    private func apply(
-        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, valueLength: Int, expiresAt: UInt64?, location: RecordLocation,
-        into result: inout Result, stats: inout SegmentStats
+    /// One valid record, from a scan or a hint: counted, then indexed — at once, or for a batch
+    /// member when its commit record comes.
+    private func receive(
+        key: UnsafeRawBufferPointer, type: RecordType, flags: UInt8, seq: UInt64, valueLength: Int, expiresAt: UInt64?,
+        location: RecordLocation, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
     ) {
         result.report.recordsScanned += 1
         stats.noteRecord(seq: seq, valueLength: valueLength)
         if seq >= result.nextSeq { result.nextSeq = seq + 1 }
+        if type == .batch {
+            for member in batch.commit(firstSeq: BatchAssembler.firstSeq(ofCommitKey: key), commitSeq: seq) {
+                member.key.withUnsafeBytes { memberKey in
+                    apply(key: memberKey, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
+                          into: &result, stats: &stats)
+                }
+            }
+        } else if flags & RecordFlags.batchMember != 0 {
+            batch.hold(.init(key: Array(key), type: type, seq: seq, valueLength: valueLength, expiresAt: expiresAt, location: location))
+        } else {
+            apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
+        }
+    }
+
+    /// Indexes a record (that is not an uncommitted batch member).
+    private func apply(
+        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
+        into result: inout Result, stats: inout SegmentStats
+    ) {
         let isDelete = type == .delete
         switch result.index.recover(key, location, seq: seq, isDelete: isDelete) {
         case .inserted:

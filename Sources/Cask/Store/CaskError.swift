@@ -32,6 +32,12 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case unsupportedFormat(path: String, version: UInt16)
     /// A file in the store directory is not a valid Cask file.
     case corruptFile(path: String, reason: String)
+    /// A value given to the object API could not be encoded (its `encode(to:)` threw, or the coder
+    /// refused it) at `codingPath` (empty: the value itself). Nothing was written.
+    case objectEncodingFailed(key: String, type: String, codingPath: String, reason: String)
+    /// The value of `key` does not decode as `type`: `codingPath` says where in the value (empty: the
+    /// value itself), `reason` what was found there.
+    case objectDecodingFailed(key: String, type: String, codingPath: String, reason: String)
 
     public var description: String {
         switch self {
@@ -67,6 +73,10 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(path) has format version \(version), which this Cask (format 1) cannot read"
         case .corruptFile(let path, let reason):
             "\(path) is not a valid Cask file: \(reason)"
+        case .objectEncodingFailed(let key, let type, let codingPath, let reason):
+            "cannot encode \(type) for key \"\(key)\"\(codingPath.isEmpty ? "" : " at \(codingPath)"): \(reason); nothing was written"
+        case .objectDecodingFailed(let key, let type, let codingPath, let reason):
+            "value of key \"\(key)\" does not decode as \(type)\(codingPath.isEmpty ? "" : " at \(codingPath)"): \(reason); read it with the type and coder that wrote it, or overwrite it"
         }
     }
 

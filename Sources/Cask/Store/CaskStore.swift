@@ -34,6 +34,8 @@ public final class CaskStore: Sendable {
     let flushTimer = Mutex<DispatchSourceTimerBox?>(nil)
     /// Held for the whole of a compaction: one runs at a time, and `close()` waits for it.
     let compactionGate = Lock(false)
+    /// The object API's coder pools and decoded-object cache (Objects/).
+    let objects: ObjectSupport
 
     struct SharedState {
         var index: KeyIndex
@@ -73,6 +75,7 @@ public final class CaskStore: Sendable {
         self.directory = directory
         self.options = options
         self.fileSystem = fileSystem
+        objects = ObjectSupport(options.objects)
 
         switch fileSystem.isDirectory(directory) {
         case .some(true):

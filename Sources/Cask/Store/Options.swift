@@ -24,6 +24,9 @@ extension CaskStore {
         /// segment truncated by another program while the store is open raises SIGBUS instead of
         /// throwing ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
         public var memoryMappedReads = true
+        /// How the object API (`set(_:forKey:)`, `get(_:forKey:)`, typed keys) codes and caches
+        /// values: the default coder and the decoded-object cache. Default: binary, no cache.
+        public var objects = ObjectOptions()
         /// The file system seam; tests inject faults through it.
         package var fileSystem: any FileSystem = PosixFileSystem()
 

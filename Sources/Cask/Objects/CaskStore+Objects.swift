@@ -1,0 +1,216 @@
+import Foundation
+
+/// Codable values in the store: `set`/`get` by key, typed keys, values under a prefix.
+///
+/// A value is stored as the record of its key, encoded with the store's coder
+/// (``ObjectOptions/coder``, binary by default) or the one a call names. Thread-safety, durability
+/// and errors are those of `put` and `get`; encoding and decoding failures are
+/// ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)`` and
+/// ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)``, naming the key and where in the
+/// value the problem is.
+extension CaskStore {
+    // MARK: Writing
+
+    /// Sets `key` to `value`, encoded with `coder` (default: the store's).
+    ///
+    /// Durable on return as the store's ``Durability`` says. Throws
+    /// ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)`` — nothing written — when the
+    /// value does not encode, and otherwise what `put` throws. With the binary coder the value is
+    /// encoded into a pooled buffer and written from there, without an intermediate copy.
+    public func set<T: Encodable>(_ value: T, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) {
+        let coder = coder ?? options.objects.coder
+        guard coder == .binary else {
+            let data: Data
+            do { data = try Self.foundationEncode(value, coder) } catch {
+                throw Self.objectError(error, key: key, type: T.self, decoding: false)
+            }
+            return try put(key, data)
+        }
+        try objects.withEncoder { (core) throws(CaskError) in
+            do { try core.encode(value) } catch {
+                throw Self.objectError(error, key: key, type: T.self, decoding: false)
+            }
+            try core.writer.withUnsafeBytes { (bytes) throws(CaskError) in
+                try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
+                    _ = try write(.put, key: keyBytes, value: bytes)
+                }
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// The value of `key` decoded as `T` with `coder` (default: the store's), or nil when the key is
+    /// absent.
+    ///
+    /// Throws ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)`` when the record does
+    /// not decode as `T` (another type or coder wrote it, or a model change the coding cannot bridge),
+    /// and otherwise what `get` throws. This overload, for types that are not `Sendable`, never uses
+    /// the decoded-object cache.
+    public func get<T: Decodable>(_ type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
+        guard let bytes = try get(key) else { return nil }
+        return try decodeObject(T.self, from: bytes, key: key, coder: coder ?? options.objects.coder)
+    }
+
+    /// The value of `key` decoded as `T` with `coder` (default: the store's), or nil when the key is
+    /// absent; served from the decoded-object cache when the store has one (``ObjectOptions/cache``)
+    /// and the key has not been written since the value was cached.
+    ///
+    /// Throws ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)`` when the record does
+    /// not decode as `T`, and otherwise what `get` throws.
+    public func get<T: Decodable & Sendable>(_ type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
+        try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
+            try cachedObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder)
+        }
+    }
+
+    /// Every key starting with `prefix` whose value decodes as `T`, with its value, sorted bytewise by
+    /// key (`drafts/ada/` gives all of Ada's drafts, in key order).
+    ///
+    /// Throws ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)`` for the first value under
+    /// the prefix that does not decode as `T`: keep one type per prefix. A key deleted while the scan
+    /// runs is left out. Keys that are not UTF-8 come back with replacement characters.
+    /// Complexity: that of ``keys(prefix:)`` plus one read and decode per key (or a cache hit).
+    public func values<T: Decodable>(of type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
+        let coder = coder ?? options.objects.coder
+        var result: [(key: String, value: T)] = []
+        for key in try keys(prefix: Array(prefix.utf8)) {
+            let name = String(decoding: key, as: UTF8.self)
+            guard let bytes = try get(key) else { continue }
+            result.append((name, try decodeObject(T.self, from: bytes, key: name, coder: coder)))
+        }
+        return result
+    }
+
+    /// As ``values(of:prefix:coder:)``, through the decoded-object cache.
+    public func values<T: Decodable & Sendable>(of type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
+        let coder = coder ?? options.objects.coder
+        var result: [(key: String, value: T)] = []
+        for key in try keys(prefix: Array(prefix.utf8)) {
+            let name = String(decoding: key, as: UTF8.self)
+            let value = try key.withBytes { (keyBytes) throws(CaskError) in try cachedObject(T.self, key: keyBytes, name: name, coder: coder) }
+            if let value { result.append((name, value)) }
+        }
+        return result
+    }
+
+    /// What the decoded-object cache did so far; nil when the store has none.
+    public var objectCacheStatistics: ObjectCacheStatistics? {
+        objects.cache?.statistics
+    }
+
+    // MARK: Typed keys
+
+    /// The value of `key`, or its default when absent.
+    ///
+    /// Never throws: a record that cannot be read or decoded also reads as the default. Use
+    /// ``value(for:)`` to tell those apart, and ``set(_:for:)`` to write.
+    public subscript<Value>(key: Key<Value>) -> Value {
+        (try? value(for: key)) ?? key.defaultValue
+    }
+
+    /// The value of `key`, or its default when absent. Throws as ``get(_:forKey:coder:)``.
+    public func value<Value>(for key: Key<Value>) throws(CaskError) -> Value {
+        try Self.withContiguousBytes(key.name.utf8) { (keyBytes) throws(CaskError) in
+            try cachedObject(Value.self, key: keyBytes, name: key.name, coder: key.coder ?? options.objects.coder)
+        } ?? key.defaultValue
+    }
+
+    /// Sets `key` to `value`; for an optional value, `nil` deletes the key. Throws as
+    /// ``set(_:forKey:coder:)``.
+    public func set<Value>(_ value: Value, for key: Key<Value>) throws(CaskError) {
+        if let optional = value as? any ObjectOptionalValue, optional.isNone {
+            try delete(key.name)
+        } else {
+            try set(value, forKey: key.name, coder: key.coder)
+        }
+    }
+
+    /// Deletes `key`'s value, so that it reads as its default. Returns whether it had one.
+    @discardableResult
+    public func removeValue<Value>(for key: Key<Value>) throws(CaskError) -> Bool {
+        try delete(key.name)
+    }
+
+    // MARK: Internals
+
+    /// Reads and decodes through the cache, if there is one.
+    ///
+    /// The cache entry is stamped with the index location looked up *before* the record is read:
+    /// a write racing this read can only make the bytes newer than the stamp, and an entry whose
+    /// stamp is older than the key's current location is never served.
+    func cachedObject<T: Decodable & Sendable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder) throws(CaskError) -> T? {
+        guard let cache = objects.cache else {
+            guard let bytes = try read(key: key) else { return nil }
+            return try decodeObject(T.self, from: bytes, key: name, coder: coder)
+        }
+        let location = try state.read { (shared) throws(CaskError) -> RecordLocation? in
+            if shared.closed { throw CaskError.closed }
+            return shared.index.lookup(key)
+        }
+        guard let location else { return nil }
+        if let hit = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder) as? T { return hit }
+        guard let bytes = try read(key: key) else { return nil }
+        let value = try decodeObject(T.self, from: bytes, key: name, coder: coder)
+        cache.insert(value, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: bytes.count)
+        return value
+    }
+
+    func decodeObject<T: Decodable>(_ type: T.Type, from bytes: [UInt8], key: String, coder: ObjectCoder) throws(CaskError) -> T {
+        do {
+            switch coder {
+            case .binary:
+                return try objects.withDecoder { core in try bytes.withUnsafeBytes { try core.decode(T.self, from: $0) } }
+            case .json:
+                return try JSONDecoder().decode(T.self, from: Data(bytes))
+            case .propertyList:
+                return try PropertyListDecoder().decode(T.self, from: Data(bytes))
+            }
+        } catch {
+            throw Self.objectError(error, key: key, type: T.self, decoding: true)
+        }
+    }
+
+    static func foundationEncode<T: Encodable>(_ value: T, _ coder: ObjectCoder) throws -> Data {
+        switch coder {
+        case .json: return try JSONEncoder().encode(value)
+        case .propertyList: return try PropertyListEncoder().encode(value)
+        case .binary: return Data(try CaskBinaryEncoder().encode(value))
+        }
+    }
+
+    /// A coding failure as a ``CaskError`` naming the key, the type and the coding path.
+    static func objectError(_ error: any Error, key: String, type: Any.Type, decoding: Bool) -> CaskError {
+        var path: [any CodingKey] = []
+        var reason = String(describing: error)
+        var underlying: (any Error)?
+        if let error = error as? DecodingError {
+            switch error {
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                path = context.codingPath
+                reason = context.debugDescription
+                underlying = context.underlyingError
+            case .keyNotFound(let key, let context):
+                path = context.codingPath + [key]
+                reason = "the required field \"\(key.stringValue)\" is missing"
+            @unknown default:
+                break
+            }
+        } else if let error = error as? EncodingError {
+            switch error {
+            case .invalidValue(_, let context):
+                path = context.codingPath
+                reason = context.debugDescription
+                underlying = context.underlyingError
+            @unknown default:
+                break
+            }
+        }
+        if let underlying { reason += " (\(underlying))" }
+        let typeName = String(describing: type)
+        let codingPath = describeCodingPath(path)
+        return decoding
+            ? .objectDecodingFailed(key: key, type: typeName, codingPath: codingPath, reason: reason)
+            : .objectEncodingFailed(key: key, type: typeName, codingPath: codingPath, reason: reason)
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// Atomic batches: all of a batch or nothing, after any cut of the file, any reopen, any compaction.
+final class BatchTests: XCTestCase {
+    private func options() -> CaskStore.Options {
+        var options = CaskStore.Options()
+        options.automaticCompaction = false
+        options.maxSegmentSize = 64 << 10
+        return options
+    }
+
+    private func batchOf(_ keys: [String], version: UInt8) -> WriteBatch {
+        var batch = WriteBatch()
+        for key in keys { batch.put(key, Array(repeating: version, count: 40)) }
+        return batch
+    }
+
+    func testBatchAppliesInOrderAndSurvivesReopen() throws {
+        let dir = TemporaryDirectory("cask-batch")
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try store.put("gone", [9])
+        var batch = WriteBatch()
+        batch.put("a", [1])
+        batch.put("b", [2])
+        batch.delete("gone")
+        batch.put("a", [3])  // later operations win within a batch too
+        try store.write(batch)
+        XCTAssertEqual(try store.get("a"), [3])
+        XCTAssertEqual(try store.get("b"), [2])
+        XCTAssertNil(try store.get("gone"))
+        try store.write(WriteBatch())  // an empty batch writes nothing
+        try store.close()
+        for hints in [true, false] {
+            if !hints {
+                for name in try FileManager.default.contentsOfDirectory(atPath: dir.path) where name.hasSuffix(".hint") {
+                    try FileManager.default.removeItem(atPath: dir.appending(name))
+                }
+            }
+            let reopened = try CaskStore.open(at: dir.path, options: options())
+            XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+            XCTAssertEqual(try reopened.get("a"), [3])
+            XCTAssertEqual(try reopened.get("b"), [2])
+            XCTAssertNil(try reopened.get("gone"))
+            XCTAssertEqual(reopened.count, 2)
+            try reopened.close()
+        }
+    }
+
+    func testAnInvalidOperationFailsTheWholeBatchUnwritten() throws {
+        let dir = TemporaryDirectory("cask-batch-invalid")
+        let store = try CaskStore.open(at: dir.path, options: options())
+        var batch = WriteBatch()
+        batch.put("fine", [1])
+        batch.put([UInt8](), [2])
+        XCTAssertThrowsError(try store.write(batch)) { XCTAssertEqual($0 as? CaskError, .emptyKey) }
+        XCTAssertNil(try store.get("fine"))
+        XCTAssertEqual(try store.statistics().segmentBytes, Int64(SegmentHeader.length))
+        try store.close()
+    }
+
+    /// The file cut at every byte of a batch (a crash while it was written): after reopening, the
+    /// batch is either entirely there (cut after its commit record) or entirely absent, the cut is
+    /// reported, and what was written before stays.
+    func testTornBatchIsAllOrNothingAtEveryCut() throws {
+        let template = TemporaryDirectory("cask-batch-torn")
+        let store = try CaskStore.open(at: template.path, options: options())
+        try store.put("before", [7])
+        try store.write(batchOf(["x", "y", "z"], version: 1))
+        let batchStart = try store.statistics().segments[0].fileBytes
+        try store.write(batchOf(["x", "y", "z"], version: 2))
+        try store.close()
+        let segment = template.appending("0000000001.cask")
+        let full = try Data(contentsOf: URL(fileURLWithPath: segment))
+        for cut in Int(batchStart)...full.count {
+            let copy = TemporaryDirectory("cask-batch-cut")
+            try full.prefix(cut).write(to: URL(fileURLWithPath: copy.appending("0000000001.cask")))
+            let reopened = try CaskStore.open(at: copy.path, options: options())
+            let values = try ["x", "y", "z"].map { try reopened.get($0) }
+            let expected: UInt8 = cut == full.count ? 2 : 1
+            XCTAssertEqual(values, Array(repeating: Array(repeating: expected, count: 40), count: 3), "cut at \(cut) of \(full.count)")
+            XCTAssertEqual(try reopened.get("before"), [7])
+            XCTAssertEqual(reopened.recoveryReport.truncations.isEmpty, cut == full.count || cut == Int(batchStart), "cut at \(cut): \(reopened.recoveryReport)")
+            XCTAssertTrue(reopened.recoveryReport.corruptRanges.isEmpty, "cut at \(cut): \(reopened.recoveryReport)")
+            // The store goes on normally behind the cut.
+            try reopened.put("after", [8])
+            try reopened.close()
+            let again = try CaskStore.open(at: copy.path, options: options())
+            XCTAssertTrue(again.recoveryReport.isClean, "cut at \(cut): \(again.recoveryReport)")
+            XCTAssertEqual(try again.get("after"), [8])
+            XCTAssertEqual(try again.get("x"), Array(repeating: expected, count: 40))
+            try again.close()
+        }
+    }
+
+    /// Compaction copies committed members as ordinary records (without their commit record).
+    func testCompactionKeepsBatchedValues() throws {
+        let dir = TemporaryDirectory("cask-batch-compaction")
+        var options = options()
+        options.maxSegmentSize = 4096
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var model: [String: [UInt8]] = [:]
+        for round in 0..<30 {
+            var batch = WriteBatch()
+            for i in 0..<5 {
+                let key = "k\((round * 3 + i) % 40)"
+                let value = Array(repeating: UInt8(round), count: 60 + i)
+                batch.put(key, value)
+                model[key] = value
+            }
+            if round % 4 == 0 {
+                batch.delete("k\(round % 40)")
+                model["k\(round % 40)"] = nil
+            }
+            try store.write(batch)
+        }
+        let result = try store.compact()
+        XCTAssertGreaterThanOrEqual(result.segmentsCompacted, 2)
+        for (key, value) in model { XCTAssertEqual(try store.get(key), value, key) }
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        XCTAssertEqual(reopened.count, model.count)
+        for (key, value) in model { XCTAssertEqual(try reopened.get(key), value, key) }
+        XCTAssertEqual(try CaskStore.verify(at: dir.path).isClean, true)
+        try reopened.close()
+    }
+}
