@@ -148,6 +148,7 @@ extension CaskStore {
                 if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
                 shared.stats.update(segmentID) { $0.append(seq: seq, valueLength: value.count, length: length, live: type == .put) }
             }
+            publish(type == .put ? .put : .delete, key: key, seq: seq, expiresAt: expiresAt, location: location)
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
         guard let target else { return false }

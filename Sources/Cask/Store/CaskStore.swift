@@ -32,6 +32,8 @@ public final class CaskStore: Sendable {
     let backgroundWork = DispatchGroup()
     let isClosed = Atomic(false)
     let flushTimer = Mutex<DispatchSourceTimerBox?>(nil)
+    /// The live `changes(…)` streams.
+    let observers = ObserverRegistry()
     /// Held for the whole of a compaction: one runs at a time, and `close()` waits for it.
     let compactionGate = Lock(false)
     /// The object API's coder pools and decoded-object cache (Objects/).
@@ -183,6 +185,7 @@ public final class CaskStore: Sendable {
             }
         }
         compactionGate.withLock { _ in }  // a running compaction finishes its swap first
+        observers.finishAll()
         backgroundWork.wait()
         state.write { shared in
             shared.closed = true

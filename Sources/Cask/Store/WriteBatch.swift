@@ -151,6 +151,16 @@ extension CaskStore {
                 }
                 shared.stats.update(activeID) { $0.append(seq: commitSeq, valueLength: commitValue.count, length: commitLength, live: false) }
             }
+            for (position, operation) in batch.operations.enumerated() {
+                operation.key.withUnsafeBytes { key in
+                    switch operation {
+                    case .put(_, _, let expiresAt):
+                        publish(.put, key: key, seq: firstSeq + UInt64(position), expiresAt: expiresAt, location: locations[position])
+                    case .delete:
+                        publish(.delete, key: key, seq: firstSeq + UInt64(position), expiresAt: nil, location: locations[position])
+                    }
+                }
+            }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
         if durability == .fsync { try waitUntilDurable(target, force: false) }
