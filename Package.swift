@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "Cask", dependencies: ["CLZ4"], path: "Sources/Cask"),
         .executableTarget(name: "cask", dependencies: ["Cask"], path: "Tools/cask"),
         // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
-        .executableTarget(name: "cask-crash-writer", dependencies: ["Cask"], path: "Tools/cask-crash-writer"),
+        .executableTarget(name: "cask-crash-writer", dependencies: ["Cask", "CaskTestSupport"], path: "Tools/cask-crash-writer"),
         .target(name: "CaskTestSupport", dependencies: ["Cask"], path: "Tests/CaskTestSupport"),
         .testTarget(
             name: "CaskTests",

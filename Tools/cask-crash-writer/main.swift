@@ -15,6 +15,7 @@
 import Glibc
 #endif
 import Cask
+import CaskTestSupport
 import Foundation
 
 enum CrashWriter {
@@ -88,7 +89,7 @@ enum CrashWriter {
     }
 
     static func writeForever(store: CaskStore, thread: Int, seed: UInt64, ackFD: Int32) -> Never {
-        var random = SplitMix64(state: seed &* 0x2545_F491_4F6C_DD1D ^ UInt64(thread + 1))
+        var random = SeededGenerator(seed: seed &* 0x2545_F491_4F6C_DD1D ^ UInt64(thread + 1))
         var counter: UInt64 = 0
         while true {
             counter += 1
@@ -140,42 +141,3 @@ enum CrashWriter {
         exit(1)
     }
 }
-
-// MARK: Values (keep identical to the copy in Tests/CaskTests/CrashTests.swift)
-
-/// The value the writer puts for `key` at `version`: 0 to 2000 bytes, half of them compressible.
-func crashValue(key: String, version: UInt64) -> [UInt8] {
-    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-    for byte in key.utf8 {
-        hash ^= UInt64(byte)
-        hash &*= 0x0000_0100_0000_01B3
-    }
-    var random = SplitMix64(state: hash ^ (version &* 0x9E37_79B9_7F4A_7C15))
-    let length = Int(random.next() % 2001)
-    var value = [UInt8]()
-    value.reserveCapacity(length)
-    let compressible = random.next() % 2 == 0
-    let pattern = random.next()
-    while value.count < length {
-        var word = compressible ? pattern : random.next()
-        for _ in 0..<8 where value.count < length {
-            value.append(UInt8(truncatingIfNeeded: word))
-            word >>= 8
-        }
-    }
-    return value
-}
-
-struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-CrashWriter.run()
