@@ -141,3 +141,5 @@ enum CrashWriter {
         exit(1)
     }
 }
+
+CrashWriter.run()
