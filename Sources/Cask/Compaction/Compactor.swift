@@ -67,9 +67,16 @@ struct Compactor {
 
     /// The inputs, and the seq below which a dropped tombstone cannot shadow anything outside them.
     private func select(_ selection: Selection) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
-        let (activeID, nextSeq) = writer.withLock { ($0.active.id, $0.nextSeq) }
-        return state.read { shared in
-            let sealed = shared.stats.segments.filter { $0.id != activeID && !$0.damaged && shared.segments[UInt32($0.id)] != nil }
+        // Under the writer mutex: no segment can be created (or sealed) while the choice is made, so
+        // the active segment is never among the inputs.
+        writer.withLock { w in select(selection, activeID: w.active.id, nextSeq: w.nextSeq) }
+    }
+
+    private func select(_ selection: Selection, activeID: UInt64, nextSeq: UInt64) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
+        state.read { shared in
+            let sealed = shared.stats.segments.filter {
+                $0.sealed && $0.id != activeID && !$0.damaged && shared.segments[UInt32($0.id)] != nil
+            }
             let chosen: [SegmentStats]
             switch selection {
             case .everythingDead:
