@@ -24,22 +24,31 @@ final class ConcurrencyTests: XCTestCase {
         try readersWritersAndDeleters(.fsync, operationsPerWriter: 300)
     }
 
+    /// The same with compactions running all along, on demand and automatic.
+    func testReadersWritersAndDeletersWhileCompacting() throws {
+        try readersWritersAndDeleters(.os, compacting: true)
+    }
+
     /// 3 writers, 1 deleter and 3 readers on 16 keys, with rotations. Readers check every value is
     /// whole and that, per (key, writer), versions never go backwards. At the end, the store
     /// reopened holds exactly what the last reads saw.
-    private func readersWritersAndDeleters(_ durability: Durability, operationsPerWriter: Int = 1500) throws {
+    private func readersWritersAndDeleters(_ durability: Durability, operationsPerWriter: Int = 1500, compacting: Bool = false) throws {
         let dir = TemporaryDirectory("cask-concurrency")
         defer { dir.remove() }
         var options = CaskStore.Options(durability: durability)
         options.maxSegmentSize = 32 << 10
         options.bufferSize = 4 << 10
         options.flushInterval = 0.005
+        if compacting {
+            options.compactionDeadRatio = 0.3
+            options.compactionMinDeadBytes = 0
+        }
         let store = try CaskStore.open(at: dir.path, options: options)
-        let writers = 3, readers = 3
+        let writers = 3, readers = compacting ? 2 : 3
         let writersDone = Atomic(0)
         let problems = Problems()
 
-        runThreads(writers + 1 + readers) { thread in
+        runThreads(writers + 1 + readers + (compacting ? 1 : 0)) { thread in
             var random = SeededGenerator(seed: UInt64(thread) &+ 77)
             if thread < writers {
                 // Writer: versions 1, 2, 3, ... of its own, on every key.
@@ -50,6 +59,12 @@ final class ConcurrencyTests: XCTestCase {
                     do { try store.put(Self.key(key), value) } catch { problems.add("writer \(thread): put failed: \(error)") }
                 }
                 writersDone.add(1, ordering: .releasing)
+            } else if compacting && thread == writers + 1 + readers {
+                // Compactor, until the writers are done.
+                while writersDone.load(ordering: .acquiring) < writers {
+                    do { try store.compact() } catch { problems.add("compact failed: \(error)") }
+                    usleep(1_000)
+                }
             } else if thread == writers {
                 // Deleter, until the writers are done.
                 while writersDone.load(ordering: .acquiring) < writers {
