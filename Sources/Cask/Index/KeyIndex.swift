@@ -3,12 +3,14 @@
 /// Layout, chosen for memory per key (the target is at most 32 bytes beyond the key bytes):
 /// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot.
 ///   Probing reads these bytes sequentially, so a miss rarely touches anything else.
-/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 0.8.
+/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 7/8
+///   (a probe mostly reads control bytes, one cache line for many slots, so a high load is cheap).
 /// - `entries`: 16-byte entries (arena position of the key, segment, offset, length) in
 ///   fixed-size chunks, so growing never copies them and the only slack is in the last chunk.
 /// - `arena`: the key bytes, each prefixed by its length as a varint, in 1 MiB chunks.
 ///
-/// Per key: 16 (entry) + 5 / load (control and slot) + 1 (length prefix), i.e. 22 to 29 bytes.
+/// Per key: 16 (entry) + 5 / load (control and slot, load 0.44 to 0.875) + 1 (length prefix) + chunk
+/// slack, i.e. 23 to 29 bytes from about 100,000 keys on.
 /// Sequence numbers are kept only while recovery needs them (``beginRecovery()``).
 ///
 /// Not thread-safe: the store guards it with a reader-writer lock. Its stored properties opt out of
@@ -17,7 +19,7 @@
 /// length) per operation; growth rehashes in O(n) without touching entries or keys.
 package final class KeyIndex {
     private struct Entry {
-        /// Position of the key in the arena: chunk << 20 | offset. For a free entry, the next free entry.
+        /// Position of the key in the arena: chunk << 18 | offset. For a free entry, the next free entry.
         var keyPosition: UInt32
         /// `UInt32.max` marks a free entry (segment ids stop below it).
         var segmentID: UInt32
@@ -27,8 +29,13 @@ package final class KeyIndex {
     }
 
     private static let tombstoneBit: UInt32 = 1 << 31
-    private static let entriesPerChunk = 1 << 16
-    private static let arenaChunkSize = 1 << 20
+    /// Chunk sizes bound the slack (the unused end of the last chunk) to a few bytes per key from
+    /// about 100,000 keys on: 16K entries (256 KiB) and 256 KiB of keys (a key is at most 64 KiB).
+    private static let entryChunkShift = 14
+    private static let entriesPerChunk = 1 << entryChunkShift
+    private static let arenaChunkShift = 18
+    private static let arenaChunkSize = 1 << arenaChunkShift
+    private static let arenaOffsetMask = UInt32(arenaChunkSize - 1)
     private static let empty: UInt8 = 0, deleted: UInt8 = 1
 
     private let hasher: KeyHasher
@@ -246,24 +253,24 @@ package final class KeyIndex {
     @inline(__always)
     private func entryPointer(_ number: UInt32) -> UnsafeMutablePointer<Entry> {
         let number = Int(number)
-        return entryChunks[number >> 16] + (number & (Self.entriesPerChunk - 1))
+        return entryChunks[number >> Self.entryChunkShift] + (number & (Self.entriesPerChunk - 1))
     }
 
     @inline(__always)
     private func seqPointer(_ number: UInt32) -> UnsafeMutablePointer<UInt64> {
         let number = Int(number)
-        while seqChunks!.count <= number >> 16 {
+        while seqChunks!.count <= number >> Self.entryChunkShift {
             let chunk = UnsafeMutablePointer<UInt64>.allocate(capacity: Self.entriesPerChunk)
             chunk.initialize(repeating: 0, count: Self.entriesPerChunk)
             seqChunks!.append(chunk)
         }
-        return seqChunks![number >> 16] + (number & (Self.entriesPerChunk - 1))
+        return seqChunks![number >> Self.entryChunkShift] + (number & (Self.entriesPerChunk - 1))
     }
 
     @inline(__always)
     private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer {
-        let chunk = arenaChunks[Int(position >> 20)]
-        let start = Int(position & 0xF_FFFF)
+        let chunk = arenaChunks[Int(position >> Self.arenaChunkShift)]
+        let start = Int(position & Self.arenaOffsetMask)
         // The length varint was written whole by `storeKey`, so reading it stays inside the chunk.
         let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
         var offset = 0
@@ -296,7 +303,7 @@ package final class KeyIndex {
 
     @discardableResult
     private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation) -> UInt32 {
-        if (usedSlots + 1) * 5 > capacity * 4 { resize(toHold: count + tombstones + 1) }
+        if (usedSlots + 1) * 8 > capacity * 7 { resize(toHold: count + tombstones + 1) }
         let number = allocateEntry()
         entryPointer(number).pointee = Entry(
             keyPosition: storeKey(key), segmentID: location.segmentID, offset: location.offset, length: location.length)
@@ -369,7 +376,7 @@ package final class KeyIndex {
         }
         let lastCapacity = arenaChunks.count == 1 ? arenaChunk0Capacity : Self.arenaChunkSize
         if arenaChunks.isEmpty || arenaUsed + needed > lastCapacity {
-            precondition(arenaChunks.count < 4096, "the index holds at most 4 GiB of keys")
+            precondition(arenaChunks.count < 1 << (32 - Self.arenaChunkShift), "the index holds at most 4 GiB of keys")
             if arenaChunks.isEmpty {
                 var initial = 4096
                 while initial < needed { initial *= 2 }
@@ -381,7 +388,7 @@ package final class KeyIndex {
             arenaUsed = 0
         }
         let chunk = arenaChunks[arenaChunks.count - 1]
-        let position = UInt32(arenaChunks.count - 1) << 20 | UInt32(arenaUsed)
+        let position = UInt32(arenaChunks.count - 1) << Self.arenaChunkShift | UInt32(arenaUsed)
         var used = Varint.write(UInt64(key.count), to: chunk + arenaUsed)
         if let base = key.baseAddress { (chunk + arenaUsed + used).copyMemory(from: base, byteCount: key.count) }
         used += key.count
@@ -391,16 +398,18 @@ package final class KeyIndex {
     }
 
     /// Makes room for `keys` keys in all without growing the table again.
+    /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
+    /// hold `keys` at a load of at most 0.8.)
     package func reserve(_ keys: Int) {
-        if (keys + 1) * 5 > capacity * 4 { resize(toHold: keys) }
+        if (keys + 1) * 8 > capacity * 7 { resize(toHold: keys, maximumLoad: 0.8) }
     }
 
     /// Grows the table until `keys` keys fill at most half of it (or rehashes in place, dropping
     /// deleted slots, when those are what fills it). Growing from 80% doubles (load 0.4), never
     /// quadruples (0.2).
-    private func resize(toHold keys: Int) {
+    private func resize(toHold keys: Int, maximumLoad: Double = 0.5) {
         var newCapacity = capacity
-        while keys * 2 > newCapacity { newCapacity *= 2 }
+        while Double(keys) > Double(newCapacity) * maximumLoad { newCapacity *= 2 }
         control.deallocate()
         slots.deallocate()
         control = .allocate(capacity: newCapacity)
@@ -435,8 +444,8 @@ package final class KeyIndex {
         for slot in 0..<capacity where control[slot] >= 0x80 {
             let entry = entryPointer(slots[slot])
             let position = entry.pointee.keyPosition
-            let chunk = oldChunks[Int(position >> 20)]
-            let start = Int(position & 0xF_FFFF)
+            let chunk = oldChunks[Int(position >> Self.arenaChunkShift)]
+            let start = Int(position & Self.arenaOffsetMask)
             var offset = 0
             let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
             let length = Int(Varint.read(header, at: &offset)!)
