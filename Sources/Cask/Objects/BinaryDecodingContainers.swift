@@ -10,18 +10,7 @@ struct BinaryDecoderSlot: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { core.userInfo }
 
     private func header(expecting major: ObjectFormat.Major, _ type: Any.Type) throws -> ObjectHeader {
-        guard offset >= 0 else {
-            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath, debugDescription: "no value"))
-        }
-        do throws(ObjectFault) {
-            let header = try core.reader.header(at: offset, limit: core.reader.bytes.count)
-            guard header.major == major else {
-                throw core.reader.mismatch(major == .object ? "a keyed container" : "an unkeyed container", header)
-            }
-            return header
-        } catch {
-            throw core.decodingError(error, type: type, codingPath: codingPath)
-        }
+        try core.containerHeader(at: offset, expecting: major, type, codingPath: codingPath)
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -80,8 +69,10 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
     func find(_ key: Key) throws(ObjectFault) -> ObjectHeader? {
         let integerKey = key.objectIntegerKey
         let name = integerKey == nil ? key.stringValue : ""
-        // Fast path: the field right after the previous lookup (fields asked for in written order).
-        if let hint = core.hint(level: hintLevel, container: start), hint < end {
+        // Fast path: the field right after the previous lookup, or the first one (fields asked for
+        // in the order they were written).
+        let hint = core.hint(level: hintLevel, container: start) ?? start
+        if hint < end {
             var position = hint
             let id = try core.reader.varint(at: &position, limit: end)
             let value = try core.reader.header(at: position, limit: end)
@@ -115,79 +106,78 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
         (try? find(key)) != nil
     }
 
-    /// Finds `key` and reads its value with `read`; errors carry the coding path.
+    /// The value of `key`; throws `keyNotFound` when there is none. Errors carry the coding path.
     @inline(__always)
-    private func read<T>(_ type: T.Type, _ key: Key, _ read: (ObjectHeader) throws(ObjectFault) -> T) throws -> T {
+    private func header(forKey key: Key, _ type: Any.Type) throws -> ObjectHeader {
         let header: ObjectHeader?
-        do throws(ObjectFault) { header = try find(key) } catch {
-            throw core.decodingError(error, type: T.self, codingPath: core.codingPath(pathCount, extraPath, key))
+        do { header = try find(key) } catch {
+            throw core.decodingError(error, type: type, codingPath: core.codingPath(pathCount, extraPath, key))
         }
         guard let header else {
             throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for key \"\(key.stringValue)\""))
         }
-        do throws(ObjectFault) { return try read(header) } catch {
+        return header
+    }
+
+    @inline(__always)
+    private func read<T: ObjectPrimitive>(_ type: T.Type, _ key: Key) throws -> T {
+        let header = try header(forKey: key, T.self)
+        do { return try T.read(core.reader, header) } catch {
             throw core.decodingError(error, type: T.self, codingPath: core.codingPath(pathCount, extraPath, key))
         }
     }
 
     /// As `read`, but nil for a missing field or a null.
     @inline(__always)
-    private func readIfPresent<T>(_ type: T.Type, _ key: Key, _ read: (ObjectHeader) throws(ObjectFault) -> T) throws -> T? {
-        do throws(ObjectFault) {
+    private func readIfPresent<T: ObjectPrimitive>(_ type: T.Type, _ key: Key) throws -> T? {
+        do {
             guard let header = try find(key), header.tag != ObjectFormat.Simple.null.rawValue else { return nil }
-            return try read(header)
+            return try T.read(core.reader, header)
         } catch {
             throw core.decodingError(error, type: T.self, codingPath: core.codingPath(pathCount, extraPath, key))
         }
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        try read(Bool.self, key) { $0.tag == ObjectFormat.Simple.null.rawValue }
+        try header(forKey: key, Any?.self).tag == ObjectFormat.Simple.null.rawValue
     }
 
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try read(type, key, core.reader.bool) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try read(type, key, core.reader.string) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try read(type, key, core.reader.double) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try read(type, key, core.reader.float) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { try read(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try read(type, key) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try read(type, key) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try read(type, key) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try read(type, key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try read(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try read(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try read(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try read(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try read(type, key) }
+    func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { try read(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try read(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try read(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try read(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try read(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try read(type, key) }
+    func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { try read(type, key) }
 
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try readIfPresent(type, key, core.reader.bool) }
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try readIfPresent(type, key, core.reader.string) }
-    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try readIfPresent(type, key, core.reader.double) }
-    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try readIfPresent(type, key, core.reader.float) }
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: Int128.Type, forKey key: Key) throws -> Int128? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decodeIfPresent(_ type: UInt128.Type, forKey key: Key) throws -> UInt128? { try readIfPresent(type, key) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int128.Type, forKey key: Key) throws -> Int128? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try readIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt128.Type, forKey key: Key) throws -> UInt128? { try readIfPresent(type, key) }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        let header: ObjectHeader?
-        do throws(ObjectFault) { header = try find(key) } catch {
-            throw core.decodingError(error, type: T.self, codingPath: core.codingPath(pathCount, extraPath, key))
-        }
-        guard let header else {
-            throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for key \"\(key.stringValue)\""))
-        }
-        return try core.decodeValue(T.self, header, pathCount: pathCount, extra: extraPath, key: key)
+        try core.decodeValue(T.self, try header(forKey: key, T.self), pathCount: pathCount, extra: extraPath, key: key)
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
@@ -200,12 +190,12 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
     }
 
     private func nested(_ key: Key, expecting major: ObjectFormat.Major) throws -> ObjectHeader {
-        try read(ObjectHeader.self, key) { header throws(ObjectFault) in
-            guard header.major == major else {
-                throw core.reader.mismatch(major == .object ? "a keyed container" : "an unkeyed container", header)
-            }
-            return header
+        let header = try header(forKey: key, Any.self)
+        guard header.major == major else {
+            throw core.decodingError(core.reader.mismatch(major == .object ? "a keyed container" : "an unkeyed container", header),
+                                     type: Any.self, codingPath: core.codingPath(pathCount, extraPath, key))
         }
+        return header
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -218,20 +208,17 @@ struct BinaryKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProto
         return BinaryUnkeyedDecodingContainer(core: core, header: header, pathCount: pathCount, extraPath: extraPath + [key])
     }
 
-    func superDecoder() throws -> any Decoder { try superDecoder(named: ObjectNameKey.super) }
+    func superDecoder() throws -> any Decoder {
+        let container = BinaryKeyedDecodingContainer<ObjectNameKey>(core: core, start: start, end: end, pathCount: pathCount, extraPath: extraPath)
+        return try container.superDecoder(forKey: .super)
+    }
 
-    func superDecoder(forKey key: Key) throws -> any Decoder { try superDecoder(named: key) }
-
-    private func superDecoder(named key: some CodingKey) throws -> any Decoder {
+    /// A decoder of the value of `key`; an absent value reads as null (as in JSON).
+    func superDecoder(forKey key: Key) throws -> any Decoder {
         let header: ObjectHeader?
-        do throws(ObjectFault) {
-            header = try BinaryKeyedDecodingContainer<ObjectNameKey>(core: core, start: start, end: end, pathCount: pathCount, extraPath: extraPath)
-                .find(ObjectNameKey(key.stringValue))
-        } catch {
+        do { header = try find(key) } catch {
             throw core.decodingError(error, type: Any.self, codingPath: core.codingPath(pathCount, extraPath, key))
         }
-        // The decoder's path: this container's, plus the key. It is only pushed on `core.path` for
-        // the values decoded through it, like any other nested value.
         return BinarySuperDecoder(core: core, offset: header?.offset ?? -1, codingPath: core.codingPath(pathCount, extraPath, key))
     }
 }
@@ -246,30 +233,32 @@ extension BinaryKeyedDecodingContainer {
     }
 }
 
-/// The decoder of `superDecoder()`: a value with a coding path of its own.
+/// The decoder of `superDecoder()`: a value with a coding path of its own (the container's path
+/// and the key), which its containers carry as their extra path.
 struct BinarySuperDecoder: Decoder {
     let core: BinaryDecoderCore
+    /// -1 for an absent value, which reads as null.
     let offset: Int
     let codingPath: [any CodingKey]
 
     var userInfo: [CodingUserInfoKey: Any] { core.userInfo }
 
-    private func slot() -> (BinaryDecoderSlot, Int) {
-        let depth = core.path.count
-        core.path.append(contentsOf: codingPath.dropFirst(min(depth, codingPath.count)))
-        return (BinaryDecoderSlot(core: core, offset: offset, pathCount: core.path.count), depth)
+    /// The coding path as the current path plus extra keys.
+    private var pathParts: (count: Int, extra: [any CodingKey]) {
+        let count = min(core.path.count, codingPath.count)
+        return (count, Array(codingPath.dropFirst(count)))
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        let (slot, depth) = slot()
-        defer { core.path.removeSubrange(depth...) }
-        return try slot.container(keyedBy: type)
+        let header = try core.containerHeader(at: offset, expecting: .object, [String: Any].self, codingPath: codingPath)
+        let (count, extra) = pathParts
+        return KeyedDecodingContainer(BinaryKeyedDecodingContainer<Key>(core: core, header: header, pathCount: count, extraPath: extra))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        let (slot, depth) = slot()
-        defer { core.path.removeSubrange(depth...) }
-        return try slot.unkeyedContainer()
+        let header = try core.containerHeader(at: offset, expecting: .array, [Any].self, codingPath: codingPath)
+        let (count, extra) = pathParts
+        return BinaryUnkeyedDecodingContainer(core: core, header: header, pathCount: count, extraPath: extra)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
@@ -312,17 +301,30 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
         return count
     }
 
+    /// The next element's header, not yet consumed.
     @inline(__always)
-    private mutating func next<T>(_ type: T.Type, _ read: (ObjectHeader) throws(ObjectFault) -> T) throws -> T {
+    private func peek(_ type: Any.Type) throws -> ObjectHeader {
         guard position < end else {
-            throw DecodingError.valueNotFound(T.self, DecodingError.Context(
+            throw DecodingError.valueNotFound(type, DecodingError.Context(
                 codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)), debugDescription: "the unkeyed container is at its end"))
         }
-        do throws(ObjectFault) {
-            let header = try core.reader.header(at: position, limit: end)
-            let value = try read(header)
-            position = header.end
-            currentIndex += 1
+        do { return try core.reader.header(at: position, limit: end) } catch {
+            throw core.decodingError(error, type: type, codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)))
+        }
+    }
+
+    @inline(__always)
+    private mutating func consume(_ header: ObjectHeader) {
+        position = header.end
+        currentIndex += 1
+    }
+
+    @inline(__always)
+    private mutating func next<T: ObjectPrimitive>(_ type: T.Type) throws -> T {
+        let header = try peek(T.self)
+        do {
+            let value = try T.read(core.reader, header)
+            consume(header)
             return value
         } catch {
             throw core.decodingError(error, type: T.self, codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)))
@@ -330,57 +332,44 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     }
 
     mutating func decodeNil() throws -> Bool {
-        guard position < end else {
-            throw DecodingError.valueNotFound(Any?.self, DecodingError.Context(
-                codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)), debugDescription: "the unkeyed container is at its end"))
-        }
-        do throws(ObjectFault) {
-            let header = try core.reader.header(at: position, limit: end)
-            guard header.tag == ObjectFormat.Simple.null.rawValue else { return false }
-            position = header.end
-            currentIndex += 1
-            return true
-        } catch {
-            throw core.decodingError(error, type: Any?.self, codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)))
-        }
+        let header = try peek(Any?.self)
+        guard header.tag == ObjectFormat.Simple.null.rawValue else { return false }
+        consume(header)
+        return true
     }
 
-    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type, core.reader.bool) }
-    mutating func decode(_ type: String.Type) throws -> String { try next(type, core.reader.string) }
-    mutating func decode(_ type: Double.Type) throws -> Double { try next(type, core.reader.double) }
-    mutating func decode(_ type: Float.Type) throws -> Float { try next(type, core.reader.float) }
-    mutating func decode(_ type: Int.Type) throws -> Int { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: Int128.Type) throws -> Int128 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt.Type) throws -> UInt { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    mutating func decode(_ type: UInt128.Type) throws -> UInt128 { try next(type) { [core] h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type) }
+    mutating func decode(_ type: String.Type) throws -> String { try next(type) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next(type) }
+    mutating func decode(_ type: Float.Type) throws -> Float { try next(type) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next(type) }
+    mutating func decode(_ type: Int128.Type) throws -> Int128 { try next(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) }
+    mutating func decode(_ type: UInt128.Type) throws -> UInt128 { try next(type) }
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        let header = try next(ObjectHeader.self) { $0 }
-        do {
-            return try core.decodeValue(T.self, header, pathCount: pathCount, extra: extraPath, key: ObjectIndexKey(currentIndex - 1))
-        } catch {
-            // The element was not consumed after all.
-            position = header.offset
-            currentIndex -= 1
-            throw error
-        }
+        let header = try peek(T.self)
+        let value = try core.decodeValue(T.self, header, pathCount: pathCount, extra: extraPath, key: ObjectIndexKey(currentIndex))
+        consume(header)
+        return value
     }
 
     private mutating func nested(expecting major: ObjectFormat.Major) throws -> ObjectHeader {
-        try next(ObjectHeader.self) { [core] header throws(ObjectFault) in
-            guard header.major == major else {
-                throw core.reader.mismatch(major == .object ? "a keyed container" : "an unkeyed container", header)
-            }
-            return header
+        let header = try peek(Any.self)
+        guard header.major == major else {
+            throw core.decodingError(core.reader.mismatch(major == .object ? "a keyed container" : "an unkeyed container", header),
+                                     type: Any.self, codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex)))
         }
+        consume(header)
+        return header
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
@@ -395,7 +384,8 @@ struct BinaryUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     }
 
     mutating func superDecoder() throws -> any Decoder {
-        let header = try next(ObjectHeader.self) { $0 }
+        let header = try peek(Any.self)
+        consume(header)
         return BinarySuperDecoder(core: core, offset: header.offset, codingPath: core.codingPath(pathCount, extraPath, ObjectIndexKey(currentIndex - 1)))
     }
 }
@@ -409,13 +399,19 @@ struct BinarySingleValueDecodingContainer: SingleValueDecodingContainer {
     var codingPath: [any CodingKey] { Array(core.path.prefix(pathCount)) }
 
     @inline(__always)
-    private func read<T>(_ type: T.Type, _ read: (ObjectHeader) throws(ObjectFault) -> T) throws -> T {
+    private func header(_ type: Any.Type) throws -> ObjectHeader {
         guard offset >= 0 else {
-            throw DecodingError.valueNotFound(T.self, DecodingError.Context(codingPath: codingPath, debugDescription: "no value"))
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath, debugDescription: "no value"))
         }
-        do throws(ObjectFault) {
-            return try read(try core.reader.header(at: offset, limit: core.reader.bytes.count))
-        } catch {
+        do { return try core.reader.header(at: offset, limit: core.reader.bytes.count) } catch {
+            throw core.decodingError(error, type: type, codingPath: codingPath)
+        }
+    }
+
+    @inline(__always)
+    private func read<T: ObjectPrimitive>(_ type: T.Type) throws -> T {
+        let header = try header(T.self)
+        do { return try T.read(core.reader, header) } catch {
             throw core.decodingError(error, type: T.self, codingPath: codingPath)
         }
     }
@@ -425,25 +421,25 @@ struct BinarySingleValueDecodingContainer: SingleValueDecodingContainer {
         return (try? core.reader.header(at: offset, limit: core.reader.bytes.count))?.tag == ObjectFormat.Simple.null.rawValue
     }
 
-    func decode(_ type: Bool.Type) throws -> Bool { try read(type, core.reader.bool) }
-    func decode(_ type: String.Type) throws -> String { try read(type, core.reader.string) }
-    func decode(_ type: Double.Type) throws -> Double { try read(type, core.reader.double) }
-    func decode(_ type: Float.Type) throws -> Float { try read(type, core.reader.float) }
-    func decode(_ type: Int.Type) throws -> Int { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int8.Type) throws -> Int8 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int16.Type) throws -> Int16 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int32.Type) throws -> Int32 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int64.Type) throws -> Int64 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: Int128.Type) throws -> Int128 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt.Type) throws -> UInt { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
-    func decode(_ type: UInt128.Type) throws -> UInt128 { try read(type) { h throws(ObjectFault) in try core.reader.integer(h, as: type) } }
+    func decode(_ type: Bool.Type) throws -> Bool { try read(type) }
+    func decode(_ type: String.Type) throws -> String { try read(type) }
+    func decode(_ type: Double.Type) throws -> Double { try read(type) }
+    func decode(_ type: Float.Type) throws -> Float { try read(type) }
+    func decode(_ type: Int.Type) throws -> Int { try read(type) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try read(type) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try read(type) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try read(type) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try read(type) }
+    func decode(_ type: Int128.Type) throws -> Int128 { try read(type) }
+    func decode(_ type: UInt.Type) throws -> UInt { try read(type) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try read(type) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try read(type) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try read(type) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try read(type) }
+    func decode(_ type: UInt128.Type) throws -> UInt128 { try read(type) }
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        let header = try read(ObjectHeader.self) { $0 }
+        let header = try header(T.self)
         // The same value, read as T: no key is added to the path.
         return try core.decodeValue(T.self, header, pathCount: pathCount, extra: [], key: nil)
     }

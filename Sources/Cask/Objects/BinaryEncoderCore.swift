@@ -40,20 +40,24 @@ final class BinaryEncoderCore {
         /// field); the value replaces it.
         var placeholder: Bool
         var content: Content
-        /// The key of a `superEncoder` slot, for its coding path.
-        var key: (any CodingKey)? = nil
     }
 
+    // The properties are touched by this encoding only, never from two threads and never with an
+    // access held across a call out to a model's `encode(to:)`; dynamic exclusivity checks would
+    // only cost time.
     @exclusivity(unchecked) var writer = ObjectWriter()
     @exclusivity(unchecked) var frames: [Frame] = []
     @exclusivity(unchecked) var slots: [Slot] = []
-    var path: [any CodingKey] = []
-    var names: [String: Int] = [:]
-    var nameList: [String] = []
-    var nextID: UInt32 = 0
+    @exclusivity(unchecked) var path: [any CodingKey] = []
+    @exclusivity(unchecked) var names = ObjectNameTable()
+    @exclusivity(unchecked) var nextID: UInt32 = 0
     /// The first misuse found where the protocol gives no way to throw (e.g. `container(keyedBy:)`);
     /// the encoding fails with it.
-    var failure: EncodingError?
+    @exclusivity(unchecked) var failure: EncodingError?
+    /// `failure != nil`, cheaper to test (EncodingError is a resilient type).
+    @exclusivity(unchecked) var failed = false
+    /// The keys of `superEncoder` slots, by slot id, for their coding paths.
+    @exclusivity(unchecked) var superKeys: [UInt32: any CodingKey] = [:]
     var userInfo: [CodingUserInfoKey: Any] = [:]
 
     /// Buffers that grew past this for one large value give the memory back before the next.
@@ -66,16 +70,9 @@ final class BinaryEncoderCore {
         reset()
         writer.append(ObjectFormat.version)
         try encodeValue(value, key: nil)
-        if let failure { throw failure }
+        if failed { throw failure! }
         closeFrames(downTo: 0)
-        writer.append(varint: UInt64(nameList.count))
-        for name in nameList {
-            var name = name
-            name.withUTF8 { utf8 in
-                writer.append(varint: UInt64(utf8.count))
-                writer.append(UnsafeRawBufferPointer(utf8))
-            }
-        }
+        names.writeTable(into: &writer)
     }
 
     func reset() {
@@ -83,11 +80,10 @@ final class BinaryEncoderCore {
         frames.removeAll(keepingCapacity: true)
         slots.removeAll(keepingCapacity: true)
         path.removeAll(keepingCapacity: true)
-        if !nameList.isEmpty {
-            names.removeAll(keepingCapacity: names.count < 1024)
-            nameList.removeAll(keepingCapacity: nameList.count < 1024)
-        }
+        names.startRecord()
         failure = nil
+        failed = false
+        if !superKeys.isEmpty { superKeys.removeAll() }
     }
 
     // MARK: Values
@@ -108,11 +104,11 @@ final class BinaryEncoderCore {
         let index = slots.count
         slots.append(Slot(id: id, position: writer.count, frameCount: frames.count, pathCount: path.count, placeholder: false, content: .nothing))
         defer {
-            slots.removeSubrange(index...)
-            path.removeSubrange(pathCount...)
+            while slots.count > index { slots.removeLast() }  // this slot, and any superEncoder slots made inside
+            while path.count > pathCount { path.removeLast() }
         }
         try value.encode(to: BinaryEncoderSlot(core: self, index: index, id: id))
-        if let failure { throw failure }
+        if failed { throw failure! }
         if case .nothing = slots[index].content {
             // A value that encoded nothing reads back as an empty keyed container, as in JSON.
             writer.append(ObjectFormat.emptyObject)
@@ -159,8 +155,20 @@ final class BinaryEncoderCore {
         else if T.self == Decimal.self { writeString(unsafeBitCast(value, to: Decimal.self).description) }
         else if T.self == Int128.self { writeSigned128(unsafeBitCast(value, to: Int128.self)) }
         else if T.self == UInt128.self { writeUnsigned128(unsafeBitCast(value, to: UInt128.self)) }
+        // Common arrays, written as Array.encode(to:) would write them, minus the protocol calls.
+        else if T.self == [String].self { writeArray(unsafeBitCast(value, to: [String].self)) { $0.writeString($1) } }
+        else if T.self == [Int].self { writeArray(unsafeBitCast(value, to: [Int].self)) { $0.writeSigned(Int64($1)) } }
+        else if T.self == [Double].self { writeArray(unsafeBitCast(value, to: [Double].self)) { $0.writeDouble($1) } }
         else { return false }
         return true
+    }
+
+    /// An unkeyed container of `elements`, opened and closed here (a failure is recorded in `failure`).
+    @inline(__always)
+    func writeArray<Element>(_ elements: [Element], _ write: (BinaryEncoderCore, Element) -> Void) {
+        guard let frame = startFrame(.array, codingPath: path) else { return }
+        for element in elements { write(self, element) }
+        closeFrames(downTo: frame.depth)
     }
 
     @inline(__always) func writeNull() { writer.append(ObjectFormat.Simple.null.rawValue) }
@@ -183,6 +191,7 @@ final class BinaryEncoderCore {
 
     func writeSigned128(_ value: Int128) {
         if let small = Int64(exactly: value) { return writeSigned(small) }
+        if let unsigned = UInt64(exactly: value) { return writeUnsigned(unsigned) }
         if value > 0 {
             writer.append(ObjectFormat.Simple.bigUnsigned.rawValue)
             writer.append(littleEndian: UInt128(value))
@@ -231,17 +240,8 @@ final class BinaryEncoderCore {
         if let int = key.objectIntegerKey {
             writer.append(varint: ObjectFormat.fieldID(intKey: int))
         } else {
-            writer.append(varint: ObjectFormat.fieldID(nameIndex: nameIndex(key.stringValue)))
+            writer.append(varint: ObjectFormat.fieldID(nameIndex: names.index(of: key.stringValue)))
         }
-    }
-
-    @inline(__always)
-    func nameIndex(_ name: String) -> Int {
-        if let index = names[name] { return index }
-        let index = nameList.count
-        names[name] = index
-        nameList.append(name)
-        return index
     }
 
     // MARK: Containers
@@ -266,7 +266,7 @@ final class BinaryEncoderCore {
 
     /// Makes the container `(id, depth)` the innermost open one before a write into it.
     @inline(__always)
-    func prepareWrite(frame id: UInt32, depth: Int, codingPath: @autoclosure () -> [any CodingKey]) throws(EncodingError) {
+    func prepareWrite(frame id: UInt32, depth: Int, codingPath: @autoclosure () -> [any CodingKey]) throws {
         guard depth < frames.count, frames[depth].id == id else {
             throw fail("a container was written to after a value outside it was encoded; Cask's binary coder writes containers in order, so encode one nested container completely before the next", codingPath())
         }
@@ -318,12 +318,12 @@ final class BinaryEncoderCore {
 
     /// Checks that nothing was written since the slot was made, so its value can go there.
     func claim(slot index: Int) -> Bool {
-        let slot = slots[index]
-        guard writer.count == slot.position + (slot.placeholder ? 1 : 0), frames.count == slot.frameCount else {
+        let placeholder = slots[index].placeholder
+        guard writer.count == slots[index].position + (placeholder ? 1 : 0), frames.count == slots[index].frameCount else {
             failQuietly("a value was encoded through an encoder after other values were written (superEncoder() must be used before the next value of its container)", codingPath(ofSlot: index))
             return false
         }
-        if slot.placeholder {
+        if placeholder {
             writer.removeLast(1)
             slots[index].placeholder = false
         }
@@ -331,7 +331,7 @@ final class BinaryEncoderCore {
     }
 
     /// Prepares a single-value write into a slot.
-    func beginSingleValue(slot index: Int, id: UInt32) throws(EncodingError) {
+    func beginSingleValue(slot index: Int, id: UInt32) throws {
         guard index < slots.count, slots[index].id == id else {
             throw fail("an encoder was used after the encode(to:) call it was passed to had returned", path)
         }
@@ -346,15 +346,14 @@ final class BinaryEncoderCore {
     func makeSuperSlot(key: any CodingKey, pathCount: Int) -> (index: Int, id: UInt32) {
         writeNull()
         nextID &+= 1  // Safe: see encodeComposite.
-        slots.append(Slot(id: nextID, position: writer.count - 1, frameCount: frames.count, pathCount: pathCount, placeholder: true,
-                          content: .nothing, key: key))
+        slots.append(Slot(id: nextID, position: writer.count - 1, frameCount: frames.count, pathCount: pathCount, placeholder: true, content: .nothing))
+        superKeys[nextID] = key
         return (slots.count - 1, nextID)
     }
 
     func codingPath(ofSlot index: Int) -> [any CodingKey] {
-        let slot = slots[index]
-        var codingPath = Array(path.prefix(slot.pathCount))
-        if let key = slot.key { codingPath.append(key) }
+        var codingPath = Array(path.prefix(slots[index].pathCount))
+        if !superKeys.isEmpty, let key = superKeys[slots[index].id] { codingPath.append(key) }
         return codingPath
     }
 
@@ -363,7 +362,10 @@ final class BinaryEncoderCore {
     /// Records a misuse (the first one wins) and returns the error to throw.
     func fail(_ message: String, _ codingPath: [any CodingKey]) -> EncodingError {
         let error = EncodingError.invalidValue((), EncodingError.Context(codingPath: codingPath, debugDescription: message))
-        if failure == nil { failure = error }
+        if failure == nil {
+            failure = error
+            failed = true
+        }
         return failure!
     }
 

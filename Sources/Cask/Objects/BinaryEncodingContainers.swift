@@ -13,14 +13,14 @@ struct BinaryEncoderSlot: Encoder {
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         let frame = core.container(forSlot: index, id: id, major: .object)
         let pathCount = frame == nil ? 0 : core.slots[index].pathCount
-        let extra = frame == nil ? [] : core.slots[index].key.map { [$0] } ?? []
+        let extra = frame == nil || core.superKeys.isEmpty ? [] : core.superKeys[id].map { [$0] } ?? []
         return KeyedEncodingContainer(BinaryKeyedEncodingContainer<Key>(core: core, frame: frame, pathCount: pathCount, extraPath: extra))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         let frame = core.container(forSlot: index, id: id, major: .array)
         let pathCount = frame == nil ? 0 : core.slots[index].pathCount
-        let extra = frame == nil ? [] : core.slots[index].key.map { [$0] } ?? []
+        let extra = frame == nil || core.superKeys.isEmpty ? [] : core.superKeys[id].map { [$0] } ?? []
         return BinaryUnkeyedEncodingContainer(core: core, frame: frame, pathCount: pathCount, extraPath: extra)
     }
 
@@ -49,8 +49,8 @@ struct BinaryKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
     var codingPath: [any CodingKey] { Array(core.path.prefix(pathCount)) + extraPath }
 
     @inline(__always)
-    private func begin(_ key: Key) throws(EncodingError) {
-        if depth == Int.max, let failure = core.failure { throw failure }
+    private func begin(_ key: Key) throws {
+        if depth == Int.max, core.failed { throw core.failure! }
         try core.prepareWrite(frame: frameID, depth: depth, codingPath: codingPath + [key])
         core.writeFieldID(key)
     }
@@ -106,7 +106,7 @@ struct BinaryKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
 
     private func superEncoder(named key: some CodingKey) -> any Encoder {
         do {
-            if depth == Int.max, let failure = core.failure { throw failure }
+            if depth == Int.max, core.failed { throw core.failure! }
             try core.prepareWrite(frame: frameID, depth: depth, codingPath: codingPath + [key])
             core.writeFieldID(key)
         } catch {
@@ -140,8 +140,8 @@ struct BinaryUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     }
 
     @inline(__always)
-    private mutating func begin() throws(EncodingError) {
-        if depth == Int.max, let failure = core.failure { throw failure }
+    private mutating func begin() throws {
+        if depth == Int.max, core.failed { throw core.failure! }
         try core.prepareWrite(frame: frameID, depth: depth, codingPath: codingPath + [ObjectIndexKey(count)])
     }
 
@@ -211,7 +211,7 @@ struct BinarySingleValueEncodingContainer: SingleValueEncodingContainer {
     }
 
     @inline(__always)
-    private func begin() throws(EncodingError) { try core.beginSingleValue(slot: index, id: id) }
+    private func begin() throws { try core.beginSingleValue(slot: index, id: id) }
 
     mutating func encodeNil() throws { try begin(); core.writeNull() }
     mutating func encode(_ value: Bool) throws { try begin(); core.writeBool(value) }

@@ -146,7 +146,10 @@ extension CaskStore {
         }
         let location = try state.read { (shared) throws(CaskError) -> RecordLocation? in
             if shared.closed { throw CaskError.closed }
-            return shared.index.lookup(key)
+            guard let location = shared.index.lookup(key) else { return nil }
+            // An expired key is absent, whatever the cache holds for it.
+            if !shared.expiries.isEmpty, shared.expiries.isExpired(key, now: Self.nowMilliseconds()) { return nil }
+            return location
         }
         guard let location else { return nil }
         if let hit = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder) as? T { return hit }

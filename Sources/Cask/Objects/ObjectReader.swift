@@ -14,8 +14,15 @@ struct ObjectFault: Error {
 
     var kind: Kind
     var message: String
+    /// The element of an array read in one go (`[String]`, `[Int]`, `[Double]`) the fault is in.
+    var index: Int?
 
     static func corrupt(_ message: String) -> ObjectFault { ObjectFault(kind: .corrupt, message: message) }
+
+    init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
 }
 
 /// The tag of one value, read and bounds-checked.
@@ -129,11 +136,51 @@ struct ObjectReader {
     /// Whether `count` bytes at `start` equal the UTF-8 of `string`.
     @inline(__always)
     func bytes(at start: Int, count: Int, equal string: String) -> Bool {
-        let stored = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)])
-        if let equal = string.utf8.withContiguousStorageIfAvailable({ $0.count == count && stored.elementsEqual($0) }) {
+        Self.utf8(of: string, equals: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + count)]))
+    }
+
+    /// Whether the UTF-8 of `string` is `bytes`.
+    @inline(__always)
+    static func utf8(of string: String, equals bytes: UnsafeRawBufferPointer) -> Bool {
+        let utf8 = string.utf8
+        guard utf8.count == bytes.count else { return false }
+        if let equal = utf8.withContiguousStorageIfAvailable({ stored in
+            // Names are short: a loop beats a call to memcmp.
+            var index = 0
+            while index < stored.count {
+                if stored[index] != bytes[index] { return false }
+                index &+= 1  // Safe: below stored.count.
+            }
+            return true
+        }) {
             return equal
         }
-        return stored.elementsEqual(string.utf8)
+        return utf8.elementsEqual(bytes)
+    }
+
+    /// Whether `count` bytes at `start` are valid UTF-8.
+    func isValidUTF8(at start: Int, count: Int) -> Bool {
+        let bytes = UnsafeRawBufferPointer(rebasing: self.bytes[start..<(start + count)])
+        if Self.isASCII(bytes) { return true }
+        // Decoding repairs invalid UTF-8 (with U+FFFD): bytes that come out unchanged were valid.
+        // (Cheaper than the generic `String(validating:as:)`.)
+        return Self.utf8(of: String(decoding: bytes, as: UTF8.self), equals: bytes)
+    }
+
+    /// Whether every byte is below 0x80, eight at a time.
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        var high: UInt64 = 0
+        while index + 8 <= bytes.count {
+            high |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            high |= UInt64(bytes[index])
+            index += 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
     }
 
     // MARK: Values
@@ -141,10 +188,8 @@ struct ObjectReader {
     func string(_ header: ObjectHeader) throws(ObjectFault) -> String {
         switch header.major {
         case .string:
-            guard let string = String(validating: content(of: header), as: UTF8.self) else {
-                throw .corrupt("a string at offset \(header.offset) is not valid UTF-8")
-            }
-            return string
+            // Valid UTF-8: the decoder checked every string of the record before decoding began.
+            return String(decoding: content(of: header), as: UTF8.self)
         case .simple where header.tag == ObjectFormat.Simple.uuid.rawValue:
             return uuid(header).uuidString
         default:
@@ -224,3 +269,46 @@ struct ObjectReader {
         return ObjectFault(kind: .typeMismatch, message: "expected \(expected), found \(header.kindDescription)")
     }
 }
+
+/// The types a container reads straight from a value, without `init(from:)`.
+protocol ObjectPrimitive {
+    static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> Self
+}
+
+extension Bool: ObjectPrimitive {
+    @inline(__always) static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> Bool { try reader.bool(header) }
+}
+
+extension String: ObjectPrimitive {
+    @inline(__always) static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> String { try reader.string(header) }
+}
+
+extension Double: ObjectPrimitive {
+    @inline(__always) static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> Double { try reader.double(header) }
+}
+
+extension Float: ObjectPrimitive {
+    @inline(__always) static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> Float { try reader.float(header) }
+}
+
+/// Every fixed-width integer reads as an integer that must fit.
+protocol ObjectIntegerPrimitive: ObjectPrimitive, FixedWidthInteger {}
+
+extension ObjectIntegerPrimitive {
+    @inline(__always) static func read(_ reader: ObjectReader, _ header: ObjectHeader) throws(ObjectFault) -> Self {
+        try reader.integer(header, as: Self.self)
+    }
+}
+
+extension Int: ObjectIntegerPrimitive {}
+extension Int8: ObjectIntegerPrimitive {}
+extension Int16: ObjectIntegerPrimitive {}
+extension Int32: ObjectIntegerPrimitive {}
+extension Int64: ObjectIntegerPrimitive {}
+extension Int128: ObjectIntegerPrimitive {}
+extension UInt: ObjectIntegerPrimitive {}
+extension UInt8: ObjectIntegerPrimitive {}
+extension UInt16: ObjectIntegerPrimitive {}
+extension UInt32: ObjectIntegerPrimitive {}
+extension UInt64: ObjectIntegerPrimitive {}
+extension UInt128: ObjectIntegerPrimitive {}

@@ -4,8 +4,8 @@ extension CaskStore {
     ///
     /// ```swift
     /// extension CaskStore.Keys {
-    ///     static let currentUser = CaskStore.Key<User?>("current-user")
-    ///     static let launchCount = CaskStore.Key<Int>("launch-count", default: 0)
+    ///     static let currentUser = Key<User?>("current-user")
+    ///     static let launchCount = Key<Int>("launch-count", default: 0)
     /// }
     /// let user = store[.currentUser]          // User?
     /// try store.set(store[.launchCount] + 1, for: .launchCount)
@@ -20,6 +20,9 @@ extension CaskStore {
             self.name = name
             self.coder = coder
         }
+
+        /// So that `Key<Value>(…)` needs no `CaskStore.` inside `extension CaskStore.Keys`.
+        public typealias Key<Value: Codable & Sendable> = CaskStore.Key<Value>
     }
 
     /// A key that knows the type of its value and what to read when it is absent.
