@@ -95,4 +95,23 @@ final class ExpiryTests: XCTestCase {
         XCTAssertEqual(reopened.count, 48)
         try reopened.close()
     }
+
+    func testCodableValuesExpireToo() throws {
+        struct Session: Codable, Equatable, Sendable { var user: String; var token: [UInt8] }
+        let dir = TemporaryDirectory("cask-expiry-codable")
+        let store = try CaskStore.open(at: dir.path, options: options())
+        let session = Session(user: "ada", token: [1, 2, 3])
+        try store.set(session, forKey: "session", expiresAfter: .milliseconds(200))
+        try store.set(session, forKey: "json-session", expiresAt: Date().addingTimeInterval(0.2), coder: .json)
+        XCTAssertEqual(try store.get(Session.self, forKey: "session"), session)
+        XCTAssertEqual(try store.get(Session.self, forKey: "json-session", coder: .json), session)
+        usleep(300_000)
+        XCTAssertNil(try store.get(Session.self, forKey: "session"))
+        XCTAssertNil(try store.get(Session.self, forKey: "json-session", coder: .json))
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertNil(try reopened.get(Session.self, forKey: "session"))
+        XCTAssertEqual(reopened.count, 0)
+        try reopened.close()
+    }
 }

@@ -18,13 +18,35 @@ extension CaskStore {
     /// value does not encode, and otherwise what `put` throws. With the binary coder the value is
     /// encoded into a pooled buffer and written from there, without an intermediate copy.
     public func set<T: Encodable>(_ value: T, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) {
+        try set(value, forKey: key, coder: coder, expiresAt: nil)
+    }
+
+    /// Sets `key` to `value` until `duration` from now (wall-clock): from then on it reads as absent,
+    /// across reopens, and compaction drops it (see ``put(_:_:expiresAfter:)-(_,_,Duration)``).
+    public func set<T: Encodable>(_ value: T, forKey key: String, expiresAfter duration: Duration, coder: ObjectCoder? = nil) throws(CaskError) {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = UInt64(max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        try set(value, forKey: key, coder: coder, expiresAt: Self.nowMilliseconds() + milliseconds)
+    }
+
+    /// Sets `key` to `value` until the wall-clock time `date`.
+    public func set<T: Encodable>(_ value: T, forKey key: String, expiresAt date: Date, coder: ObjectCoder? = nil) throws(CaskError) {
+        let milliseconds = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        try set(value, forKey: key, coder: coder, expiresAt: milliseconds)
+    }
+
+    private func set<T: Encodable>(_ value: T, forKey key: String, coder: ObjectCoder?, expiresAt: UInt64?) throws(CaskError) {
         let coder = coder ?? options.objects.coder
         guard coder == .binary else {
             let data: Data
             do { data = try Self.foundationEncode(value, coder) } catch {
                 throw Self.objectError(error, key: key, type: T.self, decoding: false)
             }
-            return try put(key, data)
+            return try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
+                try Self.withContiguousBytes(data) { (bytes) throws(CaskError) in
+                    _ = try write(.put, key: keyBytes, value: bytes, expiresAt: expiresAt)
+                }
+            }
         }
         try objects.withEncoder { (core) throws(CaskError) in
             do { try core.encode(value) } catch {
@@ -32,7 +54,7 @@ extension CaskStore {
             }
             try core.writer.withUnsafeBytes { (bytes) throws(CaskError) in
                 try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
-                    _ = try write(.put, key: keyBytes, value: bytes)
+                    _ = try write(.put, key: keyBytes, value: bytes, expiresAt: expiresAt)
                 }
             }
         }
