@@ -2,13 +2,24 @@
 import PackageDescription
 
 // The benchmark suite is its own package so the library itself depends on nothing but liblz4.
+// The peers are the Debian packages' C APIs (Tools/bench-setup.sh installs them), one system
+// library target each; the executable drives every engine through one small protocol.
 let package = Package(
     name: "CaskBenchmarks",
     dependencies: [.package(name: "Cask", path: "..")],
     targets: [
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        .systemLibrary(name: "CLMDB", path: "Sources/CLMDB"),
+        .systemLibrary(name: "CLevelDB", path: "Sources/CLevelDB"),
+        .systemLibrary(name: "CRocksDB", path: "Sources/CRocksDB"),
+        // Counts heap allocations per thread (the allocations-per-operation figures).
+        .target(name: "CAllocationCounter", path: "Sources/CAllocationCounter"),
         .executableTarget(
             name: "cask-bench",
-            dependencies: [.product(name: "Cask", package: "Cask")],
+            dependencies: [
+                .product(name: "Cask", package: "Cask"),
+                "CSQLite", "CLMDB", "CLevelDB", "CRocksDB", "CAllocationCounter",
+            ],
             path: "Sources/cask-bench"
         ),
     ],

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Sets up and runs the quick benchmark (100,000 entries, release build) in a temporary directory.
-# Usage: Tools/demo.sh [cask-bench options, e.g. --num 1000000 --runs 5]
+# Sets up (liblz4-dev and the peers' -dev packages, when missing) and runs the quick benchmark:
+# Cask against SQLite, LMDB, LevelDB and RocksDB, 100,000 entries, release build, stores in a
+# temporary directory, report in Benchmarks/results/<date>-quick/.
+# Usage: Tools/demo.sh [cask-bench options, e.g. --num 1000000 --runs 3 for the full suite]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-Tools/setup.sh
+Tools/bench-setup.sh
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--quick)
 swift run -c release --package-path Benchmarks cask-bench "${args[@]}"

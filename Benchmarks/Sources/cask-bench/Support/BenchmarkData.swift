@@ -1,46 +1,37 @@
 /// Keys and values as LevelDB's db_bench makes them: 16-byte keys (the index zero-padded to 16
 /// decimal digits) and values cut from a buffer of "compressible" pieces — half random printable
-/// bytes, half a repeat of them — so LZ4 shrinks them to about 50%.
-struct BenchmarkData {
+/// bytes, half a repeat of them — so LZ4 or Snappy shrinks them to about 50%. Deterministic for
+/// the seed, so every engine (each in its own process) writes exactly the same bytes.
+///
+/// Immutable after `init`; shared by the worker threads of the concurrent workloads.
+final class BenchmarkData: @unchecked Sendable {
     let count: Int
     let valueSize: Int
-    private let values: [UInt8]
+    /// The value pieces, `valueSize` bytes each; never written after `init`.
+    private let values: UnsafeMutableRawBufferPointer
+    private let pieces: Int
     private static let valueBufferSize = 1 << 20
 
     init(count: Int, valueSize: Int, seed: UInt64) {
         self.count = count
         self.valueSize = valueSize
         var rng = SplitMix(seed: seed)
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(Self.valueBufferSize + valueSize)
-        while buffer.count < Self.valueBufferSize {
-            let randomLength = valueSize / 2
-            let piece = (0..<randomLength).map { _ in UInt8(32 + rng.next() % 95) }
-            var chunk = piece
-            while chunk.count < valueSize { chunk.append(contentsOf: piece.prefix(valueSize - chunk.count)) }
-            buffer.append(contentsOf: chunk)
+        pieces = max(1, Self.valueBufferSize / max(valueSize, 1))
+        values = .allocate(byteCount: pieces * valueSize, alignment: 16)
+        for piece in 0..<pieces {
+            let start = piece * valueSize
+            let randomLength = max(1, valueSize / 2)
+            for n in 0..<randomLength where n < valueSize { values[start + n] = UInt8(32 + rng.next() % 95) }
+            for n in randomLength..<max(randomLength, valueSize) { values[start + n] = values[start + (n - randomLength) % randomLength] }
         }
-        values = buffer
     }
 
-    /// The key for index `i`: 16 ASCII digits.
-    func key(_ i: Int) -> [UInt8] {
-        var key = [UInt8](repeating: UInt8(ascii: "0"), count: 16)
-        var n = i
-        var position = 15
-        while n > 0 && position >= 0 {
-            key[position] = UInt8(ascii: "0") + UInt8(n % 10)
-            n /= 10
-            position -= 1
-        }
-        return key
-    }
+    deinit { values.deallocate() }
 
-    /// The value written for the `i`th operation.
-    func value(_ i: Int) -> ArraySlice<UInt8> {
-        // Whole pieces only, as db_bench's generator wraps to the start rather than straddle the end.
-        let start = (i % (values.count / valueSize)) * valueSize
-        return values[start..<(start + valueSize)]
+    /// The value written by the `n`th operation of a workload (whole pieces, as db_bench wraps).
+    func withValue<R>(_ n: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = (n % pieces) * valueSize
+        return try body(UnsafeRawBufferPointer(rebasing: values[start..<(start + valueSize)]))
     }
 
     /// A permutation of 0..<count (each key once, shuffled), deterministic for the seed.
@@ -51,14 +42,42 @@ struct BenchmarkData {
         return indices
     }
 
-    /// Uniformly random indices with replacement.
-    func randomIndices(_ n: Int, seed: UInt64, range: Int? = nil) -> [Int] {
+    /// `n` uniformly random indices in 0..<count, with replacement.
+    func randomIndices(_ n: Int, seed: UInt64) -> [Int] {
         var rng = SplitMix(seed: seed)
-        let upper = range ?? count
-        return (0..<n).map { _ in Int(rng.next() % UInt64(upper)) }
+        return (0..<n).map { _ in Int(rng.next() % UInt64(count)) }
+    }
+
+    /// The user data a workload of `n` puts hands to the store: keys plus values.
+    func userBytes(_ n: Int) -> Int { n * (KeyBuffer.keyLength + valueSize) }
+}
+
+/// A reusable key buffer, one per thread, so building a key allocates nothing.
+final class KeyBuffer {
+    static let keyLength = 16
+    private let bytes: UnsafeMutableRawBufferPointer
+
+    init() {
+        bytes = .allocate(byteCount: Self.keyLength + 1, alignment: 8)
+    }
+
+    deinit { bytes.deallocate() }
+
+    /// Calls `body` with the key of index `i`: 16 ASCII digits, as db_bench's `%016d`. A missing
+    /// key is db_bench's too: the same digits followed by a `.` (17 bytes, never written).
+    /// Do not let the pointer escape `body`.
+    func withKey<R>(_ i: Int, missing: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var n = i
+        for position in stride(from: Self.keyLength - 1, through: 0, by: -1) {
+            bytes[position] = UInt8(ascii: "0") + UInt8(n % 10)
+            n /= 10
+        }
+        bytes[Self.keyLength] = UInt8(ascii: ".")
+        return try body(UnsafeRawBufferPointer(rebasing: bytes[0..<(missing ? Self.keyLength + 1 : Self.keyLength)]))
     }
 }
 
+/// The deterministic generator every workload draws from (SplitMix64).
 struct SplitMix: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed }

@@ -1,0 +1,69 @@
+import Cask
+import Foundation
+
+/// Cask through its public API. Modes: nosync = `.os`, batch1000 = `.buffered`, sync = `.fsync`.
+final class CaskEngine: Engine {
+    static let name = "cask"
+    static let capabilities = Capabilities.all
+
+    static func durability(_ mode: WriteMode) -> Durability {
+        switch mode {
+        case .nosync: .os
+        case .batch1000: .buffered
+        case .sync: .fsync
+        }
+    }
+
+    static func describe(_ mode: WriteMode) -> String {
+        switch mode {
+        case .nosync: "durability `.os`: one `pwrite` per put"
+        case .batch1000: "durability `.buffered`: puts collect in a 256 KiB buffer written with one `pwrite` when full (and `flush()` at the end); no batch API, so \"batches\" are the buffer"
+        case .sync: "durability `.fsync`: put returns after `fdatasync`; concurrent writers share one (group commit)"
+        }
+    }
+
+    /// Cask's automatic compaction (on by default, as users get it); `--cask-no-auto-compaction`
+    /// turns it off to see what it costs (the coordinator passes it to workers in the environment).
+    static let automaticCompaction = ProcessInfo.processInfo.environment[autoCompactionVariable] != "0"
+    static let autoCompactionVariable = "CASK_BENCH_AUTO_COMPACTION"
+
+    let store: CaskStore
+
+    init(directory: String, mode: WriteMode) throws {
+        var options = CaskStore.Options(durability: Self.durability(mode))
+        options.automaticCompaction = Self.automaticCompaction
+        store = try CaskStore.open(at: directory, options: options)
+    }
+
+    init(store: CaskStore) { self.store = store }
+
+    func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws { try store.put(key, value) }
+
+    func delete(_ key: UnsafeRawBufferPointer) throws { try store.delete(key) }
+
+    /// In `.buffered` mode the end of a workload hands the buffer to the OS, as a peer's last
+    /// batch commit does; between batches there is nothing to do.
+    func commitBatch() throws {}
+
+    func finishWrites() throws { try store.flush() }
+
+    func get<R>(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let value = try store.get(key) else { return nil }
+        return try value.withUnsafeBytes(body)
+    }
+
+    /// Cask has no iterator: a user visits every entry with `keys()` (sorted) and one `get` each.
+    func scan(_ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        var count = 0
+        for key in try store.keys() {
+            guard let value = try store.get(key) else { continue }
+            key.withUnsafeBytes { key in value.withUnsafeBytes { visit(key, $0) } }
+            count += 1
+        }
+        return count
+    }
+
+    func handleForAnotherThread() throws -> any Engine { self }
+
+    func close() throws { try store.close() }
+}

@@ -1,0 +1,113 @@
+import CRocksDB
+
+/// RocksDB through `rocksdb/c.h` with its default options (64 MiB write buffer, Snappy
+/// compression, no Bloom filter, the default block cache and background jobs).
+final class RocksDBEngine: Engine, @unchecked Sendable {  // Safe: RocksDB is thread-safe; the batch is only used in batch1000, by one thread.
+    static let name = "rocksdb"
+    static let capabilities = Capabilities.all
+
+    static func describe(_ mode: WriteMode) -> String {
+        switch mode {
+        case .nosync: "`WriteOptions.sync=false`: each put appended to the log with `write`"
+        case .batch1000: "`sync=false`, one `WriteBatch` of 1000 puts per `Write`"
+        case .sync: "`sync=true`: the WAL is `fdatasync`ed for every write (concurrent writers are grouped)"
+        }
+    }
+
+    private let mode: WriteMode
+    private let options: OpaquePointer?
+    private let writeOptions: OpaquePointer?
+    private let readOptions: OpaquePointer?
+    private let batch: OpaquePointer?
+    private var batched = 0
+    private var db: OpaquePointer?
+
+    init(directory: String, mode: WriteMode) throws {
+        self.mode = mode
+        options = rocksdb_options_create()
+        rocksdb_options_set_create_if_missing(options, 1)
+        writeOptions = rocksdb_writeoptions_create()
+        rocksdb_writeoptions_set_sync(writeOptions, mode == .sync ? 1 : 0)
+        readOptions = rocksdb_readoptions_create()
+        batch = rocksdb_writebatch_create()
+        db = try Self.call("open") { rocksdb_open(options, directory, &$0) }
+    }
+
+    /// Runs a C call that reports failure through a `char**` error, which must be freed.
+    private static func call<R>(_ operation: String, _ body: (inout UnsafeMutablePointer<CChar>?) -> R) throws -> R {
+        var error: UnsafeMutablePointer<CChar>?
+        let result = body(&error)
+        if let error {
+            defer { rocksdb_free(error) }
+            throw BenchError.engine(name, operation, String(cString: error))
+        }
+        return result
+    }
+
+    private static func chars(_ bytes: UnsafeRawBufferPointer) -> UnsafePointer<CChar>? {
+        bytes.baseAddress?.assumingMemoryBound(to: CChar.self)
+    }
+
+    func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        if mode == .batch1000 {
+            rocksdb_writebatch_put(batch, Self.chars(key), key.count, Self.chars(value), value.count)
+            batched += 1
+            return
+        }
+        try Self.call("put") { rocksdb_put(db, writeOptions, Self.chars(key), key.count, Self.chars(value), value.count, &$0) }
+    }
+
+    func delete(_ key: UnsafeRawBufferPointer) throws {
+        if mode == .batch1000 {
+            rocksdb_writebatch_delete(batch, Self.chars(key), key.count)
+            batched += 1
+            return
+        }
+        try Self.call("delete") { rocksdb_delete(db, writeOptions, Self.chars(key), key.count, &$0) }
+    }
+
+    func commitBatch() throws {
+        guard batched > 0 else { return }
+        try Self.call("write") { rocksdb_write(db, writeOptions, batch, &$0) }
+        rocksdb_writebatch_clear(batch)
+        batched = 0
+    }
+
+    /// `rocksdb_get_pinned`: the value is read in place (pinned in the block cache or memtable), not copied.
+    func get<R>(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let pinned = try Self.call("get", { rocksdb_get_pinned(db, readOptions, Self.chars(key), key.count, &$0) }) else { return nil }
+        defer { rocksdb_pinnableslice_destroy(pinned) }
+        var length = 0
+        let value = rocksdb_pinnableslice_value(pinned, &length)
+        return try body(UnsafeRawBufferPointer(start: value, count: length))
+    }
+
+    func scan(_ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        let iterator = rocksdb_create_iterator(db, readOptions)
+        defer { rocksdb_iter_destroy(iterator) }
+        var count = 0
+        rocksdb_iter_seek_to_first(iterator)
+        while rocksdb_iter_valid(iterator) != 0 {
+            var keyLength = 0, valueLength = 0
+            let key = rocksdb_iter_key(iterator, &keyLength)
+            let value = rocksdb_iter_value(iterator, &valueLength)
+            visit(UnsafeRawBufferPointer(start: key, count: keyLength), UnsafeRawBufferPointer(start: value, count: valueLength))
+            count += 1
+            rocksdb_iter_next(iterator)
+        }
+        try Self.call("iterate") { rocksdb_iter_get_error(iterator, &$0) }
+        return count
+    }
+
+    func handleForAnotherThread() throws -> any Engine { self }
+
+    func close() throws {
+        try commitBatch()
+        if let db { rocksdb_close(db) }
+        db = nil
+        rocksdb_writebatch_destroy(batch)
+        rocksdb_readoptions_destroy(readOptions)
+        rocksdb_writeoptions_destroy(writeOptions)
+        rocksdb_options_destroy(options)
+    }
+}

@@ -1,0 +1,247 @@
+import Foundation
+
+/// Writes `<results>/<name>/report.md`, `results.txt` (every RESULT line) and `charts/*.svg`.
+struct MarkdownReport {
+    let results: ResultSet
+    let targets: [Target]
+    let options: BenchOptions
+    let machine: Machine
+    let date: String
+    let seconds: Double
+
+    /// Groups drawn and tabled with every engine; Cask-only figures get their own section.
+    private static let tabled: Set<String> = Set(WorkloadName.keyValue)
+
+    func write(to folder: String) throws -> String {
+        try FileManager.default.createDirectory(atPath: folder + "/charts", withIntermediateDirectories: true)
+        try (results.lines.joined(separator: "\n") + "\n").write(toFile: folder + "/results.txt", atomically: true, encoding: .utf8)
+        try SVGChart.ratios(title: "Cask ÷ best peer (SQLite, LMDB, LevelDB, RocksDB)",
+                            subtitle: "median ops/s, num=\(Format.grouped(Double(options.num))), \(options.runs) runs, \(date); right of 1×: Cask faster",
+                            rows: summaryRows)
+            .write(toFile: folder + "/charts/summary.svg", atomically: true, encoding: .utf8)
+        for group in results.groups where Self.tabled.contains(group.workload) {
+            try chart(group).write(toFile: folder + "/charts/\(Format.slug(group)).svg", atomically: true, encoding: .utf8)
+        }
+        let path = folder + "/report.md"
+        try markdown.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    // MARK: Charts
+
+    private var summaryRows: [(label: String, ratio: Double, note: String)] {
+        // `open` is left out: SQLite and LMDB have nothing to load at open, so a ratio says little.
+        results.groups.filter { Self.tabled.contains($0.workload) && $0.workload != "open" }.compactMap { group in
+            guard let cask = results.summary("cask", group.workload, group.mode, writers: group.writers),
+                  let best = Target.peers.compactMap({ peer in results.summary(peer, group.workload, group.mode, writers: group.writers).map { (peer, $0) } })
+                    .max(by: { $0.1.opsPerSecond < $1.1.opsPerSecond })
+            else { return nil }
+            let ratio = cask.opsPerSecond / best.1.opsPerSecond
+            return (Format.group(group), ratio, "\(Format.ratio(ratio)) vs \(best.0) (\(Format.rate(best.1.opsPerSecond))/s)")
+        }
+    }
+
+    private var runsText: String {
+        options.runs == 1 ? "a single run (no median)" : "median of \(options.runs) runs"
+    }
+
+    private func chart(_ group: Series) -> String {
+        let num = results.engines(in: group).first.flatMap { results.summary($0, group.workload, group.mode, writers: group.writers)?.median.num } ?? 0
+        let legend = "orange: Cask, blue: peers, grey: references"
+        if group.workload == "open" {
+            let bars = results.engines(in: group).compactMap { engine -> SVGChart.Bar? in
+                guard let summary = results.summary(engine, group.workload, group.mode), let seconds = summary.median(of: "seconds"),
+                      let range = summary.range(of: "seconds") else { return nil }
+                return SVGChart.Bar(label: engine, value: seconds, minimum: range.0, maximum: range.1,
+                                    note: String(format: "%.3f s", seconds), color: SVGChart.color(for: engine))
+            }
+            return SVGChart.bars(title: "open: seconds to reopen the fillrandom store (lower is better)",
+                                 subtitle: "\(runsText) (whiskers: min–max), \(Format.grouped(Double(num))) keys, \(date); \(legend)", bars: bars)
+        }
+        let cask = results.summary("cask", group.workload, group.mode, writers: group.writers)
+        let bars = results.engines(in: group).compactMap { engine -> SVGChart.Bar? in
+            guard let summary = results.summary(engine, group.workload, group.mode, writers: group.writers) else { return nil }
+            var note = Format.rate(summary.opsPerSecond) + " ops/s"
+            if engine != "cask", let cask { note += "  (Cask \(Format.ratio(cask.opsPerSecond / summary.opsPerSecond)))" }
+            return SVGChart.Bar(label: engine, value: summary.opsPerSecond, minimum: summary.minimum, maximum: summary.maximum,
+                                note: note, color: SVGChart.color(for: engine))
+        }
+        return SVGChart.bars(title: Format.group(group),
+                             subtitle: "ops/s, \(runsText) (whiskers: min–max), num=\(Format.grouped(Double(num))), \(date); \(legend)",
+                             bars: bars)
+    }
+
+    // MARK: Text
+
+    private var markdown: String {
+        var md = "# Cask benchmark — \(date)\n\n"
+        md += "`cask-bench \(options.arguments.joined(separator: " "))` — \(Format.grouped(Double(options.num))) entries, "
+        md += "16-byte keys, \(options.valueSize)-byte values (half random, half repeated: ~50% compressible), "
+        md += "fillsync \(Format.grouped(Double(options.fillSyncCount))) puts; \(options.runs) run\(options.runs == 1 ? "" : "s") of every workload, "
+        md += "each run one worker process per engine, engines interleaved; the suite took \(String(format: "%.0f", seconds)) s.\n\n"
+        if !options.caskAutoCompaction { md += "**Diagnostic run: Cask with automatic compaction off** (users get it on).\n\n" }
+        md += "## Machine\n\n" + machine.lines.map { "- \($0)\n" }.joined() + "\n"
+        md += "The machine is shared with other work (builds and tests run at the same time), so single runs vary; "
+        if options.runs == 1 {
+            md += "this report is **a single run** — its figures are not medians and can be off by tens of percent; run with `--runs 3` (or more) before quoting them.\n\n"
+        } else {
+            md += "every figure here is the median of \(options.runs) runs with the min–max range beside it. "
+            md += "Treat differences smaller than the ranges as noise.\n\n"
+        }
+        md += "![Cask ÷ best peer](charts/summary.svg)\n\n"
+        md += overviewTable + targetsSection + perWorkloadSection + caskSection + allocationSection + modesSection + workloadsSection
+        md += "## Not measured yet\n\n"
+        md += "- `compact` (MB/s compacting a store with 50% dead data) — comes with compaction; it would run right after `overwrite`, which leaves exactly that store.\n"
+        md += "- `objects` (encode+put / get+decode of a ~10-field model vs JSON-file-per-object and defaults-plist) — comes with the objects API; the `files` engine here is the file half of it.\n\n"
+        if !results.failures.isEmpty {
+            md += "## Failures\n\n" + results.failures.map { "- \($0)\n" }.joined() + "\n"
+        }
+        md += "Every RESULT line of every run: [results.txt](results.txt).\n"
+        return md
+    }
+
+    /// Every workload × engine: median ops/s (for `open`, seconds).
+    var overviewTable: String {
+        let groups = results.groups.filter { Self.tabled.contains($0.workload) }
+        let engines = Engines.all.map { $0.name }.filter { engine in groups.contains { !results.engines(in: $0).filter { $0 == engine }.isEmpty } }
+        var md = "| median ops/s | " + engines.map { $0 == "cask" ? "**cask**" : $0 }.joined(separator: " | ") + " |\n"
+        md += "|---|" + engines.map { _ in "---:" }.joined(separator: "|") + "|\n"
+        for group in groups {
+            md += "| \(group.workload == "open" ? "open (seconds)" : Format.group(group)) |"
+            for engine in engines {
+                guard let s = results.summary(engine, group.workload, group.mode, writers: group.writers) else { md += " |"; continue }
+                let cell = group.workload == "open" ? s.median(of: "seconds").map { String(format: "%.3f s", $0) } ?? "" : Format.grouped(s.opsPerSecond)
+                md += " \(engine == "cask" ? "**\(cell)**" : cell) |"
+            }
+            md += "\n"
+        }
+        return md + "\n"
+    }
+
+    private var targetsSection: String {
+        var md = "## Targets (issue 5), as ratios of medians from this run\n\n"
+        if let caveat = Target.sizeCaveat(num: options.num) { md += caveat + "\n\n" }
+        md += "| target | required | measured | verdict | from |\n|---|---|---|---|---|\n"
+        for target in targets {
+            md += "| \(target.name) | \(target.requirement) | \(target.measured) | \(target.passed == false ? "**\(target.verdict)**" : target.verdict) | \(target.detail) |\n"
+        }
+        return md + "\n"
+    }
+
+    private var perWorkloadSection: String {
+        var md = "## Results per workload\n\n"
+        md += "ops/s is the median run's; \"Cask ÷\" divides Cask's median by the engine's. Disk: bytes allocated by the store's files after the workload "
+        md += "(for reads, the store they read; RocksDB's includes the space it preallocates for its write-ahead log). "
+        md += "Peak RSS: the worker process's peak while the workload ran (it includes the benchmark's own key "
+        md += "lists, ~25 MB at 1M entries, and any memory-mapped file pages touched). "
+        md += "References, not peers: `rawlog` (one `pwrite` per record into one file — no index, no reads; with `fdatasync` in sync mode) "
+        md += "and `files` (one file per key, run with a tenth of the entries: see num).\n\n"
+        for group in results.groups where Self.tabled.contains(group.workload) {
+            md += "### \(Format.group(group))\n\n![\(Format.group(group))](charts/\(Format.slug(group)).svg)\n\n"
+            if group.workload == "open" {
+                md += openTable
+                continue
+            }
+            md += "| engine | num | ops/s | min – max | MB/s | Cask ÷ | disk | peak RSS |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            let cask = results.summary("cask", group.workload, group.mode, writers: group.writers)
+            for engine in results.engines(in: group) {
+                guard let s = results.summary(engine, group.workload, group.mode, writers: group.writers) else { continue }
+                let ratio = engine == "cask" ? "" : cask.map { Format.ratio($0.opsPerSecond / s.opsPerSecond) } ?? ""
+                md += "| \(engine == "cask" ? "**cask**" : engine) | \(Format.grouped(Double(s.median.num))) | \(Format.grouped(s.opsPerSecond)) | \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) "
+                md += "| \(String(format: "%.1f", s.median.megabytesPerSecond)) | \(ratio) | \(Format.bytes(s.median.diskBytes)) | \(Format.bytes(Int64(s.median.rssKB) * 1024)) |\n"
+            }
+            md += "\n"
+        }
+        return md
+    }
+
+    private var openTable: String {
+        var md = "| engine | keys | seconds | min – max | disk | peak RSS |\n|---|---:|---:|---:|---:|---:|\n"
+        for engine in results.engines(in: Series(engine: "", workload: "open", mode: "read", writers: 1)) {
+            guard let s = results.summary(engine, "open", "read"), let seconds = s.median(of: "seconds"), let range = s.range(of: "seconds") else { continue }
+            md += "| \(engine == "cask" ? "**cask**" : engine) | \(Format.grouped(Double(s.median.num))) | \(String(format: "%.3f", seconds)) "
+            md += "| \(String(format: "%.3f – %.3f", range.0, range.1)) | \(Format.bytes(s.median.diskBytes)) | \(Format.bytes(Int64(s.median.rssKB) * 1024)) |\n"
+        }
+        md += "\nSQLite and LMDB load nothing at open (pages are read on demand); LevelDB and RocksDB replay their log; "
+        md += "Cask builds its whole in-memory index, from hint files.\n\n"
+        return md
+    }
+
+    private var caskSection: String {
+        var md = "## Cask's own figures\n\n"
+        md += "| figure | median | min – max |\n|---|---:|---:|\n"
+        for (workload, label) in [("open", "open the fillrandom store, with hint files (s)"), ("open_nohints", "open it with the hint files removed (s)")] {
+            if let s = results.summary("cask", workload, "read"), let median = s.median(of: "seconds"), let range = s.range(of: "seconds") {
+                md += "| \(label) | \(String(format: "%.3f", median)) | \(String(format: "%.3f – %.3f", range.0, range.1)) |\n"
+            }
+        }
+        if let s = results.summary("cask", "index", "read"), let overhead = s.median(of: "index_overhead_bytes_per_key") {
+            md += "| index bytes per key beyond the key bytes | \(String(format: "%.1f", overhead)) | |\n"
+            if let bytes = s.median(of: "index_bytes") {
+                md += "| index bytes in all (\(Format.grouped(Double(s.median.num))) keys) | \(Format.bytes(Int64(bytes))) | |\n"
+            }
+        }
+        for writers in [1, 4, 16] {
+            if let s = results.summary("cask", "fillsync", "sync", writers: writers) {
+                md += "| fillsync, \(writers) writer\(writers == 1 ? "" : "s") (ops/s; µs per op) | \(Format.grouped(s.opsPerSecond)); \(String(format: "%.0f", 1e6 / s.opsPerSecond)) µs "
+                md += "| \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) |\n"
+            }
+        }
+        if let paired = results.summary("cask", "fillsync_paired", "sync"), let ratio = paired.median(of: "paired_ratio"),
+           let range = paired.range(of: "paired_ratio") {
+            md += "| fillsync, 1 writer, paired with one pwrite + fdatasync per op in one process: Cask ÷ reference (median of chunk ratios) "
+            md += "| \(String(format: "%.2f×", ratio)) | \(String(format: "%.2f× – %.2f×", range.0, range.1)) |\n"
+        }
+        if let raw = results.summary("rawlog", "fillsync", "sync") {
+            md += "| reference: one pwrite + fdatasync per op (ops/s; µs per op) | \(Format.grouped(raw.opsPerSecond)); \(String(format: "%.0f", 1e6 / raw.opsPerSecond)) µs | \(Format.grouped(raw.minimum)) – \(Format.grouped(raw.maximum)) |\n"
+        }
+        if let raw = results.summary("rawlog", "fillrandom", "nosync") {
+            md += "| reference: one pwrite per record (ops/s) | \(Format.grouped(raw.opsPerSecond)) | \(Format.grouped(raw.minimum)) – \(Format.grouped(raw.maximum)) |\n"
+        }
+        return md + "\n"
+    }
+
+    private var allocationSection: String {
+        let engines = Engines.all.map { $0.name }.filter { results.summary($0, "allocs_put", "nosync") != nil || results.summary($0, "allocs_get", "read") != nil }
+        guard !engines.isEmpty else { return "" }
+        var md = "## Heap allocations per operation\n\n"
+        md += "Counted on the calling thread (a malloc/calloc/realloc/memalign counter linked into the benchmark) over 10,000 operations "
+        md += "after 1,000 to warm up, on the fillrandom store after `overwrite`: puts overwrite random keys (nosync mode), gets read random existing "
+        md += "keys. Deterministic up to the engines' own background work (not counted: other threads).\n\n"
+        md += "| engine | allocations per put | allocations per get |\n|---|---:|---:|\n"
+        for engine in engines {
+            let put = results.summary(engine, "allocs_put", "nosync")?.median(of: "allocs_per_op").map { String(format: "%.2f", $0) } ?? ""
+            let get = results.summary(engine, "allocs_get", "read")?.median(of: "allocs_per_op").map { String(format: "%.2f", $0) } ?? ""
+            md += "| \(engine) | \(put) | \(get) |\n"
+        }
+        return md + "\n"
+    }
+
+    private var modesSection: String {
+        var md = "## What each mode means, per engine\n\n| engine | nosync | batch1000 | sync |\n|---|---|---|---|\n"
+        for engine in Engines.all where options.engines.contains(engine.name) {
+            md += "| \(engine.name) | " + WriteMode.allCases.map { engine.describe($0) }.joined(separator: " | ") + " |\n"
+        }
+        md += "\nReads (`mode=read`) run on the nosync fillrandom store after `overwrite`, through the handle that wrote it "
+        md += "(Cask: reopened after `fillrandom` for `open`). LevelDB and RocksDB use their defaults (Snappy compression, no Bloom filter), "
+        md += "SQLite a `WITHOUT ROWID` table with prepared statements, LMDB a 64 GiB map.\n\n"
+        return md
+    }
+
+    private var workloadsSection: String {
+        """
+        ## Workloads
+
+        - `fillseq`: puts keys 0…num−1 in order into a new store. `fillrandom`: the same keys once each, shuffled.
+        - `open`: closes the fillrandom store and times opening it again (Cask: read from hint files; `open_nohints`: the same with the hint files deleted, so every segment is scanned).
+        - `overwrite`: num puts of random existing keys (with replacement) into the fillrandom store.
+        - `readrandom`: num gets of random existing keys, each value's length checked; `readmissing`: num gets of keys that are not there (db_bench's: the digits followed by `.`).
+        - `readseq`: visits every entry (an iterator or cursor; Cask has none, so `keys()` — sorted — and a `get` each, which is what a user of its API would write).
+        - `mixed`: 2 threads, num/2 operations each on random existing keys: 90% gets, 10% puts (nosync).
+        - `deleterandom`: deletes num/10 distinct existing keys, one call each (nosync).
+        - `fillsync`: \(Format.grouped(Double(options.fillSyncCount))) puts, each durable before it returns, from 1, 4 or 16 threads at once. `fillsync_paired`: Cask's single writer and the `rawlog` reference (one `pwrite` + `fdatasync` per put) alternating in 10 chunks in one process, so both see the same disk latency; its median chunk ratio judges the 1-writer target.
+        - `allocs_put`, `allocs_get`: heap allocations per operation (the table above).
+
+        """ + "\n"
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// A worker's share of a run: every workload but `fillsync`, or `fillsync` alone.
+enum Phase: String, Sendable {
+    case main, sync
+}
+
+/// The command line: `cask-bench [options]`. Parse, then validate; usage errors exit 64.
+struct BenchOptions: Sendable {
+    var num = 1_000_000
+    var runs = 3
+    var valueSize = 100
+    var fillSyncCount = 10_000
+    var root = NSTemporaryDirectory() + "cask-bench-\(getpid())"
+    var only: Set<String>?
+    var engines: [String] = Engines.all.map { $0.name }
+    /// Where the report folder goes; nil: no report.
+    var resultsDirectory: String? = BenchOptions.defaultResultsDirectory
+    var quick = false
+    var help = false
+    /// Diagnostic: Cask without automatic compaction.
+    var caskAutoCompaction = true
+    var keep = ProcessInfo.processInfo.environment["CASK_BENCH_KEEP"] != nil
+    var openExisting: String?
+    /// Internal: run one engine's workloads for one run and print RESULT lines (`--worker ENGINE`).
+    var worker: String?
+    var phase = Phase.main
+    var run = 0
+    var arguments: [String] = []
+
+    /// Benchmarks/results, next to this package's sources.
+    static var defaultResultsDirectory: String {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { url.deleteLastPathComponent() }  // Runner, cask-bench, Sources, Benchmarks → Benchmarks/
+        return url.appendingPathComponent("results").path
+    }
+
+    static let usage = """
+        OVERVIEW: db_bench-style workloads on Cask and its peers (SQLite, LMDB, LevelDB, RocksDB, one
+        file per object), the same data in the same binary; medians of several runs, a Markdown report
+        with SVG charts, and the issue's targets as ratios measured in the same run.
+
+        USAGE: cask-bench [--quick] [--num <n>] [--runs <r>] [--only <workloads>] [--engines <names>] [options]
+
+        OPTIONS:
+          --quick                 100,000 entries, 1,000 fillsync puts, 1 run, no `files` engine (~30 s;
+                                  the README's first command)
+          --num <n>               entries per workload (default 1,000,000; the `files` engine runs a tenth)
+          --runs <r>              runs of every workload; the report gives the median, min and max (default 3)
+          --value-size <bytes>    value size (default 100; keys are 16 bytes)
+          --fillsync-num <n>      puts in fillsync (default 10,000)
+          --only <a,b,...>        report only these workloads (others run when these need their store):
+                                  \(WorkloadName.all.joined(separator: ", "))
+          --engines <a,b,...>     only these engines: \(Engines.all.map { $0.name }.joined(separator: ", "))
+          --dir <path>            where the stores are made (default: a new folder in $TMPDIR)
+          --results <path>        where the report folder <date>/ is written (default: Benchmarks/results)
+          --no-report             print RESULT lines and medians only
+          --keep                  keep the stores afterwards (also CASK_BENCH_KEEP=1)
+          --cask-no-auto-compaction   diagnostic: Cask with automaticCompaction off (the default is on)
+          --open-existing <path>  time a read-only open of an existing Cask store and exit
+          -h, --help              show this help
+        """
+
+    static func parse(_ arguments: [String]) throws -> BenchOptions {
+        var options = BenchOptions()
+        options.arguments = arguments
+        var rest = arguments[...]
+        var explicitNum = false, explicitFillSync = false, explicitRuns = false, explicitEngines = false
+        func value(_ flag: String) throws -> String {
+            guard let value = rest.popFirst() else { throw BenchError.usage("\(flag) needs a value") }
+            return value
+        }
+        func count(_ flag: String, minimum: Int = 1) throws -> Int {
+            let text = try value(flag)
+            guard let n = Int(text.replacingOccurrences(of: ",", with: "").replacingOccurrences(of: "_", with: "")), n >= minimum else {
+                throw BenchError.usage("\(flag) needs a whole number of at least \(minimum), not '\(text)'")
+            }
+            return n
+        }
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--help", "-h": options.help = true
+            case "--quick": options.quick = true
+            case "--num": options.num = try count(argument, minimum: 10); explicitNum = true
+            case "--runs": options.runs = try count(argument); explicitRuns = true
+            case "--value-size": options.valueSize = try count(argument)
+            case "--fillsync-num": options.fillSyncCount = try count(argument, minimum: 16); explicitFillSync = true
+            case "--dir": options.root = try value(argument)
+            case "--results": options.resultsDirectory = try value(argument)
+            case "--no-report": options.resultsDirectory = nil
+            case "--keep": options.keep = true
+            case "--cask-no-auto-compaction": options.caskAutoCompaction = false
+            case "--open-existing": options.openExisting = try value(argument)
+            case "--worker": options.worker = try value(argument)
+            case "--run": options.run = try count(argument, minimum: 0)
+            case "--phase":
+                let name = try value(argument)
+                guard let phase = Phase(rawValue: name) else { throw BenchError.usage("--phase is main or sync, not '\(name)'") }
+                options.phase = phase
+            case "--only":
+                let names = try value(argument).split(separator: ",").map(String.init)
+                if let unknown = names.first(where: { !WorkloadName.all.contains($0) && !WorkloadName.pending.contains($0) }) {
+                    throw BenchError.usage("unknown workload '\(unknown)'; the workloads are \(WorkloadName.all.joined(separator: ", "))")
+                }
+                if let pending = names.first(where: { WorkloadName.pending.contains($0) }) {
+                    throw BenchError.usage("'\(pending)' is not measured yet (it comes with its own issue)")
+                }
+                options.only = Set(names)
+            case "--engines":
+                let names = try value(argument).split(separator: ",").map(String.init)
+                if let unknown = names.first(where: { Engines.named($0) == nil }) {
+                    throw BenchError.usage("unknown engine '\(unknown)'; the engines are \(Engines.all.map { $0.name }.joined(separator: ", "))")
+                }
+                options.engines = names
+                explicitEngines = true
+            default: throw BenchError.usage("unknown argument '\(argument)'")
+            }
+        }
+        if options.quick {
+            if !explicitNum { options.num = 100_000 }
+            if !explicitFillSync { options.fillSyncCount = 1_000 }
+            // Under half a minute on 2 cores: one run, and the slow file-per-object engine left out.
+            if !explicitRuns { options.runs = 1 }
+            if !explicitEngines { options.engines.removeAll { $0 == FilePerObjectEngine.name } }
+        }
+        return options
+    }
+
+    /// The arguments a worker process gets for `engine` in `run`.
+    func workerArguments(engine: String, phase: Phase, run: Int, directory: String) -> [String] {
+        var arguments = ["--worker", engine, "--phase", phase.rawValue, "--run", "\(run)", "--num", "\(num)", "--value-size", "\(valueSize)",
+                         "--fillsync-num", "\(fillSyncCount)", "--dir", directory]
+        if let only { arguments += ["--only", only.sorted().joined(separator: ",")] }
+        return arguments
+    }
+}

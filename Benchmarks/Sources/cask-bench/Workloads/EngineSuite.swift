@@ -1,0 +1,355 @@
+import Cask
+import CAllocationCounter
+import Foundation
+import Synchronization
+
+/// Every workload for one engine in one run, in one worker process. Generic over the engine, so
+/// each engine's loop is specialized for it (no existential dispatch inside a timed loop).
+///
+/// Order (each workload on the store the previous left), main phase:
+/// nosync: `fillseq` (own store); `fillrandom` → close → `open` [Cask: `open_nohints`] →
+/// `overwrite` → `readrandom` → `readmissing` → `readseq` → `allocs_*` → `mixed` → `deleterandom`;
+/// batch1000: `fillseq`, `fillrandom` → `overwrite`. Sync phase: `fillsync`.
+struct EngineSuite<E: Engine> {
+    let data: BenchmarkData
+    let root: String
+    let run: Int
+    let fillSyncCount: Int
+    /// Workloads to report; the others run only when a reported one needs their store.
+    let only: Set<String>?
+
+    private var seed: UInt64 { 1000 &+ UInt64(run) &* 7919 }
+
+    private func wanted(_ names: String...) -> Bool { only == nil || names.contains { only!.contains($0) } }
+
+    /// Everything but `fillsync`.
+    func runMain() throws {
+        let modes = E.capabilities.contains(.batches) ? [WriteMode.nosync, .batch1000] : [.nosync]
+        for mode in modes {
+            if wanted("fillseq") { try fill("fillseq", mode: mode, order: Array(0..<data.count), keep: false) }
+            let followers = ["open", "open_nohints", "readrandom", "readmissing", "readseq", "mixed", "deleterandom"] + WorkloadName.allocations
+            if wanted("fillrandom", "overwrite") || (mode == .nosync && followers.contains { wanted($0) }) {
+                try fillRandomAndFollowers(mode: mode)
+            }
+        }
+    }
+
+    /// `fillsync` with 1 writer, and 4 and 16 where the engine takes several threads. The
+    /// coordinator runs this phase for all engines back to back, so that the disk's flush latency
+    /// (which swings with the machine's other work) is about the same for each.
+    func runSync() throws {
+        if wanted("fillsync") {
+            let writerCounts = E.capabilities.contains(.threads) ? [1, 4, 16] : [1]
+            for writers in writerCounts { try fillSync(writers: writers) }
+        }
+        if E.self == CaskEngine.self && wanted("fillsync", "fillsync_paired") { try pairedFillSync() }
+    }
+
+    // MARK: Measuring
+
+    private func directory(_ name: String, _ mode: WriteMode) -> String {
+        let path = root + "/\(E.name)-\(name)-\(mode.rawValue)"
+        try? FileManager.default.removeItem(atPath: path)
+        return path
+    }
+
+    /// Times `body`, then prints its RESULT line (if wanted) with the store's disk bytes and the
+    /// peak RSS while it ran.
+    @discardableResult
+    private func measure(_ workload: String, mode: String, num: Int, bytes: Int, directory: String,
+                         extra: [(String, String)] = [], _ body: () throws -> Void) throws -> Measurement {
+        ProcessStats.resetPeak()
+        let seconds = try Clock.time(body)
+        let measurement = Measurement(
+            engine: E.name, workload: workload, mode: mode, num: num, valueSize: data.valueSize, seconds: seconds, bytes: bytes,
+            diskBytes: ProcessStats.diskBytes(directory), rssKB: ProcessStats.rss().peak,
+            extra: extra + [("seconds", String(format: "%.4f", seconds))])
+        if wanted(workload) {
+            print(measurement.line)
+            fflush(nil)
+        }
+        return measurement
+    }
+
+    /// Puts `order`'s keys (value `n` for the `n`th put), committing every `mode.batchSize`.
+    private func write(_ engine: E, _ order: [Int], mode: WriteMode) throws {
+        let key = KeyBuffer()
+        let batch = mode.batchSize
+        for (n, i) in order.enumerated() {
+            try key.withKey(i) { key in try data.withValue(n) { try engine.put(key, $0) } }
+            if (n + 1) % batch == 0 { try engine.commitBatch() }
+        }
+        try engine.finishWrites()
+    }
+
+    // MARK: Fills
+
+    private func fill(_ workload: String, mode: WriteMode, order: [Int], keep: Bool) throws {
+        let dir = directory(workload, mode)
+        let engine = try E(directory: dir, mode: mode)
+        try measure(workload, mode: mode.rawValue, num: order.count, bytes: data.userBytes(order.count), directory: dir) {
+            try write(engine, order, mode: mode)
+        }
+        try engine.close()
+        if !keep { try? FileManager.default.removeItem(atPath: dir) }
+    }
+
+    private func fillRandomAndFollowers(mode: WriteMode) throws {
+        let dir = directory("fillrandom", mode)
+        var engine = try E(directory: dir, mode: mode)
+        let order = data.shuffledIndices(seed: seed &+ 1)  // before the clock starts
+        try measure("fillrandom", mode: mode.rawValue, num: data.count, bytes: data.userBytes(data.count), directory: dir,
+                    extra: [("user_bytes", "\(data.userBytes(data.count))")]) {
+            try write(engine, order, mode: mode)
+        }
+        if mode == .nosync && E.capabilities.contains(.reopen) {
+            try engine.close()
+            engine = try reopen(dir, mode: mode)
+        }
+        let overwrites = data.randomIndices(data.count, seed: seed &+ 2)
+        try measure("overwrite", mode: mode.rawValue, num: overwrites.count, bytes: data.userBytes(overwrites.count), directory: dir) {
+            try write(engine, overwrites, mode: mode)
+        }
+        if mode == .nosync {
+            if E.capabilities.contains(.reads) {
+                if wanted("readrandom") { try readRandom(engine, dir, missing: false) }
+                if wanted("readmissing") { try readRandom(engine, dir, missing: true) }
+            }
+            if E.capabilities.contains(.scans) && wanted("readseq") { try readSequential(engine, dir) }
+            if E.capabilities.contains(.reads) { try allocations(engine, dir) }
+            if E.capabilities.contains(.threads) { try mixed(engine, dir) }
+            if E.capabilities.contains(.deletes) { try deleteRandom(engine, dir) }
+        }
+        try engine.close()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    // MARK: Open
+
+    /// Times reopening the store just filled (`open`); Cask reports its index size, then is opened
+    /// again with its hint files removed (`open_nohints`). Returns the open engine.
+    private func reopen(_ dir: String, mode: WriteMode) throws -> E {
+        var engine: E?
+        var extra: [(String, String)] = []
+        try measure("open", mode: "read", num: data.count, bytes: 0, directory: dir) { engine = try E(directory: dir, mode: mode) }
+        if let cask = engine as? CaskEngine {
+            let statistics = try cask.store.statistics()
+            guard statistics.keys == data.count else { throw BenchError.check("cask open found \(statistics.keys) keys, not \(data.count)") }
+            extra = [("index_bytes", "\(statistics.indexBytes)"), ("index_key_bytes", "\(statistics.indexKeyBytes)"),
+                     ("index_overhead_bytes_per_key", String(format: "%.1f", statistics.indexOverheadPerKey))]
+            if wanted("open") {
+                print("RESULT engine=cask workload=index mode=read num=\(statistics.keys) value_size=\(data.valueSize) ops_per_s=0 mb_per_s=0 disk_bytes=\(statistics.segmentBytes) rss_kb=\(ProcessStats.rss().current) " + extra.map { "\($0.0)=\($0.1)" }.joined(separator: " "))
+            }
+            try cask.close()
+            for name in try FileManager.default.contentsOfDirectory(atPath: dir) where name.hasSuffix(".hint") {
+                try FileManager.default.removeItem(atPath: dir + "/" + name)
+            }
+            try measure("open_nohints", mode: "read", num: data.count, bytes: 0, directory: dir) { engine = try E(directory: dir, mode: mode) }
+        }
+        return engine!
+    }
+
+    // MARK: Reads
+
+    private func readRandom(_ engine: E, _ dir: String, missing: Bool) throws {
+        let indices = data.randomIndices(data.count, seed: seed &+ 3)
+        let key = KeyBuffer()
+        var found = 0, wrongLength = 0
+        let valueSize = data.valueSize
+        try measure(missing ? "readmissing" : "readrandom", mode: "read", num: indices.count,
+                    bytes: missing ? 0 : data.userBytes(indices.count), directory: dir) {
+            for i in indices {
+                let length = try key.withKey(i, missing: missing) { key in try engine.get(key) { $0.count } }
+                if let length {
+                    found += 1
+                    if length != valueSize { wrongLength += 1 }
+                }
+            }
+        }
+        if missing ? found != 0 : (found != indices.count || wrongLength != 0) {
+            throw BenchError.check("\(E.name) \(missing ? "readmissing" : "readrandom"): found \(found) of \(indices.count), \(wrongLength) of the wrong length")
+        }
+    }
+
+    private func readSequential(_ engine: E, _ dir: String) throws {
+        var count = 0, bytes = 0
+        try measure("readseq", mode: "read", num: data.count, bytes: data.userBytes(data.count), directory: dir) {
+            count = try engine.scan { key, value in bytes &+= key.count &+ value.count }
+        }
+        if count != data.count { throw BenchError.check("\(E.name) readseq visited \(count) entries, not \(data.count)") }
+    }
+
+    // MARK: Allocations
+
+    /// Heap allocations per put (overwrites, nosync) and per get on the calling thread, counted
+    /// over 10,000 operations after 1,000 to warm up. Background threads are not counted.
+    private func allocations(_ engine: E, _ dir: String) throws {
+        guard WorkloadName.allocations.contains(where: { wanted($0) }) else { return }
+        let count = min(10_000, data.count)
+        let warmUp = min(1_000, data.count)
+        let key = KeyBuffer()
+        let indices = data.randomIndices(count + warmUp, seed: seed &+ 5)
+        func counted(_ body: (Int) throws -> Void) throws -> (per: Double, seconds: Double) {
+            for i in indices.prefix(warmUp) { try body(i) }
+            let before = cask_bench_thread_allocations()
+            let seconds = try Clock.time { for i in indices.dropFirst(warmUp) { try body(i) } }
+            return (Double(cask_bench_thread_allocations() - before) / Double(count), seconds)
+        }
+        let put = try counted { i in try key.withKey(i) { key in try data.withValue(i) { try engine.put(key, $0) } } }
+        let get = try counted { i in _ = try key.withKey(i) { key in try engine.get(key) { $0.count } } }
+        for (name, result) in [("allocs_put", put), ("allocs_get", get)] where wanted(name) {
+            let m = Measurement(engine: E.name, workload: name, mode: name == "allocs_put" ? "nosync" : "read", num: count,
+                                valueSize: data.valueSize, seconds: result.seconds, bytes: data.userBytes(count),
+                                diskBytes: ProcessStats.diskBytes(dir), rssKB: ProcessStats.rss().current,
+                                extra: [("allocs_per_op", String(format: "%.2f", result.per))])
+            print(m.line)
+        }
+        fflush(nil)
+    }
+
+    // MARK: Concurrent workloads
+
+    /// Runs `body(thread)` on `threads` OS threads at once (a dispatch pool would cap them at the
+    /// core count) and waits; rethrows the first error.
+    private func onThreads(_ threads: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+        let errors = Mutex<[String]>([])
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            Thread.detachNewThread {
+                do { try body(thread) } catch { errors.withLock { $0.append("\(error)") } }
+                done.leave()
+            }
+        }
+        done.wait()
+        if let first = errors.withLock({ $0.first }) { throw BenchError.check(first) }
+    }
+
+    /// 2 threads, each doing num/2 operations on random existing keys: 90% gets, 10% puts (nosync).
+    private func mixed(_ engine: E, _ dir: String) throws {
+        guard wanted("mixed") else { return }
+        let threads = 2
+        let perThread = data.count / threads
+        var handles: [any Engine] = [engine]
+        for _ in 1..<threads { handles.append(try engine.handleForAnotherThread()) }
+        let data = data, seed = seed, valueSize = data.valueSize
+        let shared = handles
+        try measure("mixed", mode: "nosync", num: perThread * threads, bytes: data.userBytes(perThread * threads), directory: dir,
+                    extra: [("threads", "\(threads)"), ("read_percent", "90")]) {
+            try onThreads(threads) { thread in
+                let engine = shared[thread]
+                var rng = SplitMix(seed: seed &+ 100 &+ UInt64(thread))
+                let key = KeyBuffer()
+                for n in 0..<perThread {
+                    let random = rng.next()
+                    let i = Int((random >> 8) % UInt64(data.count))
+                    if random % 10 == 0 {
+                        try key.withKey(i) { key in try data.withValue(n) { try engine.put(key, $0) } }
+                    } else {
+                        let length = try key.withKey(i) { key in try engine.get(key) { $0.count } }
+                        if length != valueSize { throw BenchError.check("\(E.name) mixed: key \(i) read \(String(describing: length)) bytes") }
+                    }
+                }
+            }
+        }
+        for handle in handles.dropFirst() where handle !== engine { try handle.close() }
+    }
+
+    /// `fillSyncCount` puts of new keys, each durable before it returns, split over `writers`
+    /// threads at once (group commit where the engine has it).
+    private func fillSync(writers: Int) throws {
+        let dir = directory("fillsync\(writers)", .sync)
+        let engine = try E(directory: dir, mode: .sync)
+        let perWriter = fillSyncCount / writers
+        var handles: [any Engine] = [engine]
+        for _ in 1..<max(writers, 1) { handles.append(try engine.handleForAnotherThread()) }
+        let data = data, shared = handles
+        let total = perWriter * writers
+        try measure("fillsync", mode: "sync", num: total, bytes: data.userBytes(total), directory: dir, extra: [("writers", "\(writers)")]) {
+            if writers == 1 {
+                let key = KeyBuffer()
+                for i in 0..<perWriter { try key.withKey(i) { key in try data.withValue(i) { try engine.put(key, $0) } } }
+                return
+            }
+            try onThreads(writers) { writer in
+                let engine = shared[writer]
+                let key = KeyBuffer()
+                for n in 0..<perWriter {
+                    let i = writer * perWriter + n
+                    try key.withKey(i) { key in try data.withValue(i) { try engine.put(key, $0) } }
+                }
+            }
+        }
+        for handle in handles.dropFirst() where handle !== engine { try handle.close() }
+        try engine.close()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// Cask's single-writer fillsync against the reference (one `pwrite` + `fdatasync` per put) in
+    /// the same process, alternating in 10 chunks (Cask first in even chunks, the reference first
+    /// in odd ones), so both see the same disk latency — which on a shared machine swings by
+    /// several times from one second to the next. Reports the median of the per-chunk ratios.
+    private func pairedFillSync() throws {
+        let chunks = 10
+        let perChunk = max(1, fillSyncCount / chunks)
+        let caskDir = directory("fillsync-paired", .sync), rawDir = directory("fillsync-paired-reference", .sync)
+        let cask = try CaskEngine(directory: caskDir, mode: .sync)
+        let reference = try RawLogEngine(directory: rawDir, mode: .sync)
+        let key = KeyBuffer()
+        func chunk(_ engine: some Engine, _ number: Int) throws -> Double {
+            try Clock.time {
+                for n in 0..<perChunk {
+                    let i = number * perChunk + n
+                    try key.withKey(i) { key in try data.withValue(i) { try engine.put(key, $0) } }
+                }
+            }
+        }
+        var caskSeconds: [Double] = [], referenceSeconds: [Double] = []
+        for number in 0..<chunks {
+            if number % 2 == 0 {
+                caskSeconds.append(try chunk(cask, number))
+                referenceSeconds.append(try chunk(reference, number))
+            } else {
+                referenceSeconds.append(try chunk(reference, number))
+                caskSeconds.append(try chunk(cask, number))
+            }
+        }
+        try cask.close()
+        try reference.close()
+        // Cask ops/s ÷ reference ops/s, per chunk.
+        let chunkRatios = zip(caskSeconds, referenceSeconds).map { $1 / $0 }
+        let ratios = chunkRatios.sorted()
+        let median = (ratios[(ratios.count - 1) / 2] + ratios[ratios.count / 2]) / 2
+        let total = perChunk * chunks
+        let extra = [("paired_ratio", String(format: "%.3f", median)),
+                     ("chunk_ratio_min", String(format: "%.3f", ratios.first!)), ("chunk_ratio_max", String(format: "%.3f", ratios.last!)),
+                     ("chunk_ratios", chunkRatios.map { String(format: "%.2f", $0) }.joined(separator: ","))]
+        for (engine, seconds, dir) in [(CaskEngine.name, caskSeconds, caskDir), (RawLogEngine.name, referenceSeconds, rawDir)] {
+            let time = seconds.reduce(0, +)
+            let m = Measurement(engine: engine, workload: "fillsync_paired", mode: "sync", num: total, valueSize: data.valueSize,
+                                seconds: time, bytes: data.userBytes(total), diskBytes: ProcessStats.diskBytes(dir),
+                                rssKB: ProcessStats.rss().current, extra: extra + [("seconds", String(format: "%.4f", time))])
+            print(m.line)
+        }
+        fflush(nil)
+        try? FileManager.default.removeItem(atPath: caskDir)
+        try? FileManager.default.removeItem(atPath: rawDir)
+    }
+
+    // MARK: Deletes
+
+    /// Deletes num/10 distinct existing keys (nosync, one per call).
+    private func deleteRandom(_ engine: E, _ dir: String) throws {
+        guard wanted("deleterandom") else { return }
+        let keys = Array(data.shuffledIndices(seed: seed &+ 4).prefix(data.count / 10))
+        let key = KeyBuffer()
+        try measure("deleterandom", mode: "nosync", num: keys.count, bytes: keys.count * KeyBuffer.keyLength, directory: dir) {
+            for i in keys { try key.withKey(i) { try engine.delete($0) } }
+            try engine.finishWrites()
+        }
+        let probe = KeyBuffer()
+        if let i = keys.first, try probe.withKey(i, { try engine.get($0) { $0.count } }) != nil {
+            throw BenchError.check("\(E.name) deleterandom: key \(i) is still there")
+        }
+    }
+}
