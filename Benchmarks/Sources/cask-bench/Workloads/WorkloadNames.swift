@@ -7,15 +7,16 @@ enum WorkloadName {
     ]
     /// Cask's own figures (`open_nohints`; `open` also reports index bytes per key;
     /// `fillsync_paired` runs with `fillsync`: Cask and the raw reference alternating in one process).
-    static let caskOnly = ["open_nohints", "fillsync_paired"]
+    static let caskOnly = ["open_nohints", "fillsync_paired", "compact", "compact_put"]
     /// Allocations per put and per get on the calling thread (a deterministic count).
     static let allocations = ["allocs_put", "allocs_get"]
-    /// In the issue, not measured yet — they come with their own issues:
-    /// - `compact`: MB/s compacting a store with 50% dead data (with compaction). A worker would
-    ///   run it after `overwrite`, which leaves exactly that store.
+    /// `compact`: MB/s of input compacting a store with 50% dead data (every key written twice), with
+    /// the disk bytes before and after; `compact_put`: put throughput while a compaction runs, and
+    /// its ratio to put throughput without one.
+    /// In the issue, not measured yet — it comes with its own issue:
     /// - `objects`: encode+put / get+decode of a ~10-field model against JSON-file-per-object and
     ///   defaults-plist (with the objects API); `FilePerObjectEngine` is the file half of it.
-    static let pending = ["compact", "objects"]
+    static let pending = ["objects"]
 
     static var all: [String] { keyValue + caskOnly + allocations }
 }
