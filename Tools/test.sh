@@ -4,20 +4,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Tools/setup.sh
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+main_log=$(mktemp) tsan_log=$(mktemp)
+trap 'rm -f "$main_log" "$tsan_log"' EXIT
 
 swift build --build-tests
 status=0
-swift test --skip-build --disable-swift-testing 2>&1 | tee -a "$log" || status=$?
+swift test --skip-build --disable-swift-testing 2>&1 | tee "$main_log" || status=$?
 echo "== concurrency tests under the thread sanitizer"
-swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests" 2>&1 | tee -a "$log" || status=$?
+swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests" 2>&1 | tee "$tsan_log" || status=$?
 
-# XCTest prints "Executed N tests, with F failures" per suite; the last of each run is its total.
-summary=$(awk '/^\t? *Executed [0-9]+ tests?, with [0-9]+ failures?/ { total = $2; failed = $5 }
-               /^Test Suite .(All tests|Selected tests). (passed|failed)/ { runs_total += total; runs_failed += failed; total = 0; failed = 0 }
-               END { printf "%d %d", runs_total, runs_failed }' "$log")
-read -r executed failed <<<"$summary"
+# XCTest prints "Executed N tests, with F failures" per suite and for the whole run; the largest N
+# (and F) of a run is its total, whatever order stdout and stderr interleave in.
+totals() {
+    awk '/Executed [0-9]+ tests?, with [0-9]+ failures?/ { if ($2 + 0 > n) n = $2 + 0; if ($5 + 0 > f) f = $5 + 0 }
+         END { printf "%d %d", n, f }' "$1"
+}
+read -r main_executed main_failed <<<"$(totals "$main_log")"
+read -r tsan_executed tsan_failed <<<"$(totals "$tsan_log")"
+executed=$((main_executed + tsan_executed))
+failed=$((main_failed + tsan_failed))
+log="$tsan_log"
 if grep -q "WARNING: ThreadSanitizer" "$log"; then
     echo "ThreadSanitizer reported a data race"
     failed=$((failed + 1))
