@@ -24,9 +24,7 @@ extension CaskStore {
     /// Sets `key` to `value` until `duration` from now (wall-clock): from then on it reads as absent,
     /// across reopens, and compaction drops it (see ``put(_:_:expiresAfter:)-(_,_,Duration)``).
     public func set<T: Encodable>(_ value: T, forKey key: String, expiresAfter duration: Duration, coder: ObjectCoder? = nil) throws(CaskError) {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = UInt64(max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
-        try set(value, forKey: key, coder: coder, expiresAt: Self.nowMilliseconds() + milliseconds)
+        try set(value, forKey: key, coder: coder, expiresAt: Self.nowMilliseconds() + duration.clampedMilliseconds)
     }
 
     /// Sets `key` to `value` until the wall-clock time `date`.

@@ -29,9 +29,7 @@ extension CaskStore {
     /// record. A later put without expiry makes the key permanent again.
     @inlinable
     public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) throws(CaskError) {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
-        try put(key, value, expiresAtMilliseconds: Self.nowMilliseconds() + UInt64(milliseconds))
+        try put(key, value, expiresAtMilliseconds: Self.nowMilliseconds() + duration.clampedMilliseconds)
     }
 
     @inlinable

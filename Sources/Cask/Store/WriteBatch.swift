@@ -35,9 +35,7 @@ public struct WriteBatch: Sendable {
 
     /// A put whose key expires `duration` after ``CaskStore/write(_:)`` is called.
     public mutating func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = UInt64(max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
-        operations.append(.put(key: Array(key), value: Array(value), expiresAt: CaskStore.nowMilliseconds() + milliseconds))
+        operations.append(.put(key: Array(key), value: Array(value), expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds))
     }
 
     public mutating func delete(_ key: some Collection<UInt8>) {
