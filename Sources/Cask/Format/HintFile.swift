@@ -223,8 +223,7 @@ package enum HintFile {
     /// Whether a record with these fields could have exactly `recordLength` bytes (FORMAT.md, "Hint
     /// files"): a hint must not point the index at offsets no such record could occupy.
     private static func isPlausible(type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int) -> Bool {
-        if type == .delete && (valueLength != 0 || flags & ~RecordFlags.batchMember != 0) { return false }
-        if type == .batch && (keyLength != 8 || flags != 0 || !(1...5).contains(valueLength)) { return false }
+        if RecordHeader.shapeProblem(type: type, flags: flags, keyLength: keyLength, valueLength: valueLength) != nil { return false }
         let fixed = 6 + Varint.size(of: seq) + Varint.size(of: UInt64(keyLength)) + Varint.size(of: UInt64(valueLength))
             + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength
         guard flags & RecordFlags.lz4 != 0 else { return recordLength == fixed + valueLength }

@@ -71,11 +71,8 @@ package struct RecordHeader: Equatable, Sendable {
             }
             storedLength = stored
         }
-        if type == .delete && (valueLength != 0 || flags & ~RecordFlags.batchMember != 0) {
-            return .failure(.malformed("delete record carries a value, compression or an expiry"))
-        }
-        if type == .batch && (keyLength != 8 || valueLength < 1 || valueLength > 5 || flags != 0) {
-            return .failure(.malformed("batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags"))
+        if let problem = shapeProblem(type: type, flags: flags, keyLength: Int(keyLength), valueLength: Int(valueLength)) {
+            return .failure(.malformed(problem))
         }
         var expiresAt: UInt64?
         if flags & RecordFlags.expires != 0 {
@@ -86,6 +83,19 @@ package struct RecordHeader: Equatable, Sendable {
         return .success(RecordHeader(
             type: type, flags: flags, seq: seq, keyLength: Int(keyLength), valueLength: Int(valueLength),
             storedLength: Int(storedLength), expiresAt: expiresAt, headerLength: offset))
+    }
+
+    /// What is wrong with a delete or batch commit record of these fields (FORMAT.md, "Records"), if
+    /// anything. Hint entries are held to the same shapes.
+    package static func shapeProblem(type: RecordType, flags: UInt8, keyLength: Int, valueLength: Int) -> String? {
+        switch type {
+        case .delete where valueLength != 0 || flags & ~RecordFlags.batchMember != 0:
+            "delete record carries a value, compression or an expiry"
+        case .batch where keyLength != 8 || !(1...5).contains(valueLength) || flags != 0:
+            "batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags"
+        default:
+            nil
+        }
     }
 
     private static func shortOrBad(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ field: String) -> Problem {

@@ -61,6 +61,21 @@ package struct SegmentHeader: Equatable, Sendable {
     }
 }
 
+extension SegmentHeader {
+    /// Reads and decodes the header of the segment open as `fd` (through the file-system seam).
+    /// Throws only when the read itself fails; a short or invalid header is a `Problem`.
+    package static func read(fd: Int32, path: String, fileSystem: any FileSystem) throws(CaskError) -> Result<SegmentHeader, Problem> {
+        var bytes = [UInt8](repeating: 0, count: length)
+        let count: Int
+        do {
+            count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        } catch {
+            throw CaskError.io(operation: "pread", path: path, errno: error)
+        }
+        return bytes[0..<count].withUnsafeBytes { decode($0) }
+    }
+}
+
 extension SegmentHeader.Problem {
     /// A sentence for reports.
     var explanation: String {

@@ -104,9 +104,7 @@ package struct StoreRecovery {
             let segmentPath = path(SegmentName.segment(id))
             guard let fd = try? fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) else { continue }
             defer { fileSystem.close(fd) }
-            var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-            let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
-            guard case .success(let header) = bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) else {
+            guard case .success(let header)? = try? SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem) else {
                 if id == newest { return newest }
                 continue
             }
@@ -185,15 +183,8 @@ package struct StoreRecovery {
         stats.sealed = !isLast
 
         // Header.
-        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-        let headerCount: Int
-        do {
-            headerCount = try headerBytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        } catch {
-            throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
-        }
         var headerDamaged = false
-        let decoded = headerBytes[0..<headerCount].withUnsafeBytes { SegmentHeader.decode($0) }
+        let decoded = try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem)
         switch decoded {
         case .success(let header):
             result.nextSeq = max(result.nextSeq, header.baseSeq)

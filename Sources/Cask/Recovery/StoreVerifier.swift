@@ -80,14 +80,7 @@ package struct StoreVerifier {
         }
 
         // Header.
-        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-        let headerCount: Int
-        do {
-            headerCount = try headerBytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        } catch {
-            throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
-        }
-        switch headerBytes[0..<headerCount].withUnsafeBytes({ SegmentHeader.decode($0) }) {
+        switch try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem) {
         case .success(let header):
             if header.segmentID != id {
                 problem(.segmentHeader, 16, 8, "header names segment \(header.segmentID), file name says \(id)")
