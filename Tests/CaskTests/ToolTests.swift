@@ -49,6 +49,11 @@ final class ToolTests: XCTestCase {
 
     /// Runs `cask arguments…` with `stdin` as standard input (empty when nil).
     func cask(_ arguments: [String], stdin: Data = Data(), file: StaticString = #filePath, line: UInt = #line) throws -> Run {
+        try Self.cask(arguments, stdin: stdin, file: file, line: line)
+    }
+
+    /// ``cask(_:stdin:file:line:)`` for the other suites that run the binary.
+    static func cask(_ arguments: [String], stdin: Data = Data(), file: StaticString = #filePath, line: UInt = #line) throws -> Run {
         guard FileManager.default.isExecutableFile(atPath: Self.toolPath) else {
             XCTFail("cannot find the cask binary: \(Self.toolPath)", file: file, line: line)
             throw CocoaError(.fileNoSuchFile)
@@ -97,9 +102,9 @@ final class ToolTests: XCTestCase {
         OVERVIEW: Operate and inspect a Cask store from the shell.
 
         A store is a directory of segment files. Commands that write (put, delete,
-        compact) take the store's lock and fail while another process has the store open
-        for writing; commands that read (get, list, stat, verify) take no lock and work
-        alongside a writer.
+        compact, recover, import, import-defaults) take the store's lock and fail while
+        another process has the store open for writing; commands that read (get, list,
+        stat, verify, dump, export) take no lock and work alongside a writer.
 
         USAGE: cask <subcommand>
 
@@ -113,8 +118,13 @@ final class ToolTests: XCTestCase {
           list                    List keys, one per line, sorted bytewise.
           stat                    Show key counts and space use, per store and segment.
           verify                  Check every record of every segment.
+          dump                    List every record of every segment, in file order.
           compact                 Rewrite the store without its overwritten and deleted
                                   records.
+          recover                 Repair a damaged store (backing up what it changes).
+          export                  Write keys, values and expiries as JSON Lines.
+          import                  Put the entries of a 'cask export' file into a store.
+          import-defaults         Import the entries of a property-list file.
           help                    Show help for a subcommand.
 
           See 'cask help <subcommand>' for detailed help.
@@ -125,7 +135,9 @@ final class ToolTests: XCTestCase {
                                   writer, an I/O error.
           64                      Usage error: the command line is wrong.
           65                      Data error: the store holds damaged data ('verify'
-                                  found damage, or a read hit a damaged record).
+                                  found damage, a read hit a damaged record, 'recover
+                                  --dry-run' found something to repair), or the input is
+                                  malformed ('import', 'import-defaults').
 
         """
 

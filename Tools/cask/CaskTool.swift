@@ -2,12 +2,17 @@
 /// outcome into output and an ``ExitCode``.
 enum CaskTool {
     static var subcommands: [any Subcommand.Type] {
-        [PutCommand.self, GetCommand.self, DeleteCommand.self, ListCommand.self, StatCommand.self, VerifyCommand.self, CompactCommand.self]
+        [
+            PutCommand.self, GetCommand.self, DeleteCommand.self, ListCommand.self,
+            StatCommand.self, VerifyCommand.self, DumpCommand.self,
+            CompactCommand.self, RecoverCommand.self,
+            ExportCommand.self, ImportCommand.self, ImportDefaultsCommand.self,
+        ]
     }
 
     static let abstract = "Operate and inspect a Cask store from the shell."
     static let discussion = [
-        "A store is a directory of segment files. Commands that write (put, delete, compact) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify) take no lock and work alongside a writer.",
+        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export) take no lock and work alongside a writer.",
     ]
     static let usage = "cask <subcommand>"
 
@@ -23,7 +28,7 @@ enum CaskTool {
         text += HelpFormatter.entry("0", "Success.")
         text += HelpFormatter.entry("1", "Failure: a missing key, a store locked by another writer, an I/O error.")
         text += HelpFormatter.entry("64", "Usage error: the command line is wrong.")
-        text += HelpFormatter.entry("65", "Data error: the store holds damaged data ('verify' found damage, or a read hit a damaged record).")
+        text += HelpFormatter.entry("65", "Data error: the store holds damaged data ('verify' found damage, a read hit a damaged record, 'recover --dry-run' found something to repair), or the input is malformed ('import', 'import-defaults').")
         return text
     }
 

@@ -5,6 +5,7 @@ enum ExitCode: Int32 {
     case failure = 1
     /// The command line is wrong (EX_USAGE).
     case usage = 64
-    /// The store holds damaged data (EX_DATAERR): `verify` found damage, or a read hit a bad record.
+    /// Damaged or malformed data (EX_DATAERR): `verify` found damage, a read hit a bad record, or
+    /// the input of `import` is malformed.
     case dataError = 65
 }

@@ -6,16 +6,41 @@ import Glibc
 /// Progress of a long command on standard error: a redrawn bar with rate and ETA on a terminal,
 /// a plain line at every 10% otherwise (logs, pipes, CI).
 final class ProgressReporter {
+    /// What the numbers count: bytes (`1.5 MiB of 3.0 MiB, 12.0 MiB/s`), or items such as keys
+    /// (`1200 of 5000 keys, 8000 keys/s`).
+    enum Unit {
+        case bytes
+        case items(String)
+
+        func amounts(_ done: Int64, of total: Int64) -> String {
+            switch self {
+            case .bytes: "\(DiskUsage.format(done)) of \(DiskUsage.format(total))"
+            case .items(let name): "\(done) of \(total) \(name)"
+            }
+        }
+
+        func rate(_ perSecond: Int64) -> String {
+            switch self {
+            case .bytes: "\(DiskUsage.format(perSecond))/s"
+            case .items(let name): "\(perSecond) \(name)/s"
+            }
+        }
+    }
+
     private let label: String
     private let output: Output
+    private let unit: Unit
     private let isTerminal = isatty(2) == 1
     private let started = Date()
     private var lastTenth = -1
     private var drewBar = false
+    /// When the bar was last drawn (seconds since `started`): it is redrawn at most 10 times a second.
+    private var drawnAt: TimeInterval = -1
 
-    init(label: String, output: Output) {
+    init(label: String, output: Output, unit: Unit = .bytes) {
         self.label = label
         self.output = output
+        self.unit = unit
     }
 
     func update(_ done: Int64, of total: Int64) {
@@ -24,8 +49,10 @@ final class ProgressReporter {
         let elapsed = Date().timeIntervalSince(started)
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
         let eta = rate > 0 ? Double(total - done) / rate : 0
-        let speed = "\(DiskUsage.format(Int64(rate)))/s"
+        let speed = unit.rate(Int64(rate))
         if isTerminal {
+            guard elapsed - drawnAt >= 0.1 || done >= total else { return }
+            drawnAt = elapsed
             let width = 30
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
@@ -35,8 +62,7 @@ final class ProgressReporter {
             let tenth = Int(fraction * 10)
             guard tenth > lastTenth else { return }
             lastTenth = tenth
-            output.error(String(format: "%@: %.0f%% (%@ of %@, %@)\n", label, fraction * 100,
-                                DiskUsage.format(done), DiskUsage.format(total), speed))
+            output.error(String(format: "%@: %.0f%% (%@, %@)\n", label, fraction * 100, unit.amounts(done, of: total), speed))
         }
     }
 

@@ -7,7 +7,8 @@ struct StatCommand: Subcommand {
         name: "stat",
         abstract: "Show key counts and space use, per store and segment.",
         discussion: [
-            "Live bytes are the records the index points at (what compaction keeps); dead bytes are overwritten and deleted records, tombstones and damage (what compaction reclaims); disk bytes are all files in the store directory, hint files included. Per segment: its size, records, live records, live and dead bytes, and its oldest and newest sequence numbers.",
+            "Live bytes are the records the index points at (what compaction keeps); dead bytes are overwritten and deleted records, tombstones and damage (what compaction reclaims); disk bytes are all files in the store directory, hint files included. Per segment: its size, its records (live and dead), live and dead bytes, value bytes, compression ratio, and its oldest and newest sequence numbers.",
+            "Value bytes are the lengths of the values as written (uncompressed), of every record. The compression ratio is value bytes divided by record bytes on disk (segment bytes without the 40-byte segment header): keys and record headers count as stored bytes, so a ratio above 1 means compression saves more than they cost, and values that do not compress give a ratio under 1.",
             "Opens the store read-only and takes no lock, so it works while another process writes. Damage found while opening is counted (\"damagedRanges\"); 'cask verify' lists it.",
         ],
         arguments: [StoreAccess.directoryArgument],
@@ -28,10 +29,14 @@ struct StatCommand: Subcommand {
             var bytes: Int64
             var records: Int
             var liveRecords: Int
+            /// Overwritten puts, deletes, tombstones and batch commits.
+            var deadRecords: Int
             var liveBytes: Int64
             var deadBytes: Int64
             /// Uncompressed bytes of the values of all records.
             var valueBytes: Int64
+            /// `valueBytes` ÷ record bytes on disk; absent for a segment with no records.
+            var compressionRatio: Double?
             var minSeq: UInt64?
             var maxSeq: UInt64?
         }
@@ -42,6 +47,8 @@ struct StatCommand: Subcommand {
         var deadBytes: Int64
         var segmentBytes: Int64
         var diskBytes: Int64
+        var valueBytes: Int64
+        var compressionRatio: Double?
         var damagedRanges: Int
         var segments: [Segment]
     }
@@ -58,12 +65,18 @@ struct StatCommand: Subcommand {
             deadBytes: statistics.deadBytes,
             segmentBytes: statistics.segmentBytes,
             diskBytes: try diskBytes(),
+            valueBytes: statistics.segments.reduce(0) { $0 + $1.valueBytes },
+            compressionRatio: Self.ratio(
+                statistics.segments.reduce(0) { $0 + $1.valueBytes },
+                statistics.segments.reduce(0) { $0 + Self.recordBytes($1) }),
             damagedRanges: damaged,
             segments: statistics.segments.map { segment in
                 Report.Segment(
                     id: segment.id, file: SegmentName.segment(segment.id), bytes: segment.fileBytes, records: segment.records,
-                    liveRecords: segment.liveRecords, liveBytes: segment.liveBytes, deadBytes: segment.deadBytes,
-                    valueBytes: segment.valueBytes, minSeq: segment.minSeq, maxSeq: segment.maxSeq)
+                    liveRecords: segment.liveRecords, deadRecords: segment.records - segment.liveRecords,
+                    liveBytes: segment.liveBytes, deadBytes: segment.deadBytes, valueBytes: segment.valueBytes,
+                    compressionRatio: Self.ratio(segment.valueBytes, Self.recordBytes(segment)),
+                    minSeq: segment.minSeq, maxSeq: segment.maxSeq)
             })
         if json {
             try output.json(report)
@@ -85,6 +98,8 @@ struct StatCommand: Subcommand {
             ["dead bytes:", "\(report.deadBytes)"],
             ["segment bytes:", "\(report.segmentBytes)"],
             ["disk bytes:", "\(report.diskBytes)"],
+            ["value bytes:", "\(report.valueBytes)"],
+            ["compression ratio:", Self.format(report.compressionRatio)],
             ["segments:", "\(report.segments.count)"],
         ]
         var result = "store: \(report.directory)\n" + summary.text
@@ -92,18 +107,36 @@ struct StatCommand: Subcommand {
         var table = TextTable([
             .init(title: "ID", rightAligned: true), .init(title: "FILE", rightAligned: false),
             .init(title: "BYTES", rightAligned: true), .init(title: "RECORDS", rightAligned: true),
-            .init(title: "LIVE", rightAligned: true), .init(title: "LIVE BYTES", rightAligned: true),
-            .init(title: "DEAD BYTES", rightAligned: true), .init(title: "SEQ", rightAligned: false),
+            .init(title: "LIVE", rightAligned: true), .init(title: "DEAD", rightAligned: true),
+            .init(title: "LIVE BYTES", rightAligned: true), .init(title: "DEAD BYTES", rightAligned: true),
+            .init(title: "VALUE BYTES", rightAligned: true), .init(title: "RATIO", rightAligned: true),
+            .init(title: "SEQ", rightAligned: false),
         ])
         for segment in report.segments {
             let seqs = segment.minSeq.map { min in "\(min)-\(segment.maxSeq ?? min)" } ?? "-"
             table.add([
                 "\(segment.id)", segment.file, "\(segment.bytes)", "\(segment.records)", "\(segment.liveRecords)",
-                "\(segment.liveBytes)", "\(segment.deadBytes)", seqs,
+                "\(segment.deadRecords)", "\(segment.liveBytes)", "\(segment.deadBytes)", "\(segment.valueBytes)",
+                Self.format(segment.compressionRatio), seqs,
             ])
         }
         result += "\n" + table.text
         return result
+    }
+
+    /// The bytes of a segment's records: the file without its header.
+    private static func recordBytes(_ segment: SegmentStats) -> Int64 {
+        max(0, segment.fileBytes - Int64(SegmentHeader.length))
+    }
+
+    /// `valueBytes` ÷ `storedBytes`, to three decimals; nil when nothing is stored.
+    static func ratio(_ valueBytes: Int64, _ storedBytes: Int64) -> Double? {
+        guard storedBytes > 0 else { return nil }
+        return (Double(valueBytes) / Double(storedBytes) * 1000).rounded() / 1000
+    }
+
+    private static func format(_ ratio: Double?) -> String {
+        ratio.map { String(format: "%.2f", $0) } ?? "-"
     }
 
     /// The size of every regular file in the store directory.

@@ -6,12 +6,14 @@ enum ToolError: Error {
     case usage(String)
     /// Exit 1 with this message.
     case failure(String)
+    /// Exit 65 with this message: the input given to the command is malformed (`import`).
+    case data(String)
     /// A store error: exit 65 when it is damage on disk, 1 otherwise.
     case store(CaskError)
 
     var message: String {
         switch self {
-        case .usage(let message), .failure(let message): message
+        case .usage(let message), .failure(let message), .data(let message): message
         case .store(let error): error.description
         }
     }
@@ -20,6 +22,7 @@ enum ToolError: Error {
         switch self {
         case .usage: .usage
         case .failure: .failure
+        case .data: .dataError
         case .store(.corruptRecord), .store(.corruptFile): .dataError
         case .store: .failure
         }

@@ -15,12 +15,19 @@ extension CaskStore {
     /// directory is missing, a file cannot be opened or read, or a segment has a newer format
     /// (``CaskError/unsupportedFormat(path:version:)``).
     /// Complexity: O(bytes on disk); memory O(largest hint file).
-    public static func verify(at directory: String) throws(CaskError) -> VerificationReport {
-        try StoreVerifier(directory: directory, fileSystem: PosixFileSystem()).run()
+    ///
+    /// `progress`, if given, is called on the calling thread as the segments are read (about every
+    /// 1% of the work, and after each segment), with the segment bytes read so far and the bytes of
+    /// all segments as listed at the start (a segment a writer appends to meanwhile can take `done`
+    /// past `total`).
+    public static func verify(
+        at directory: String, progress: ((_ done: Int64, _ total: Int64) -> Void)? = nil
+    ) throws(CaskError) -> VerificationReport {
+        try StoreVerifier(directory: directory, fileSystem: PosixFileSystem()).run(progress: progress)
     }
 }
 
-/// The work behind ``CaskStore/verify(at:)``. Reuses ``SegmentScanner`` for records,
+/// The work behind ``CaskStore/verify(at:progress:)``. Reuses ``SegmentScanner`` for records,
 /// ``SegmentHeader`` for headers and ``HintFile`` for hints; adds only the cross-checks.
 package struct StoreVerifier {
     let directory: String
@@ -31,7 +38,7 @@ package struct StoreVerifier {
         self.fileSystem = fileSystem
     }
 
-    package func run() throws(CaskError) -> VerificationReport {
+    package func run(progress: ((_ done: Int64, _ total: Int64) -> Void)? = nil) throws(CaskError) -> VerificationReport {
         switch fileSystem.isDirectory(directory) {
         case .some(true): break
         case .some(false): throw CaskError.io(operation: "verify", path: directory, errno: .notDirectory)
@@ -44,8 +51,13 @@ package struct StoreVerifier {
         let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
         let hintIDs = Set(names.compactMap(Self.hintSegmentID(fromFileName:)))
         var report = VerificationReport(directory: directory)
+        var meter = progress.map { ProgressMeter(total: segmentBytes(ids), progress: $0) }
+        meter?.report(0)
         for (position, id) in ids.enumerated() {
-            try verifySegment(id: id, isLast: position == ids.count - 1, hasHint: hintIDs.contains(id), into: &report)
+            try verifySegment(id: id, isLast: position == ids.count - 1, hasHint: hintIDs.contains(id), into: &report) { done in
+                meter?.advance(within: done)
+            }
+            meter?.finishSegment()
         }
         for id in hintIDs.subtracting(ids).sorted() {
             report.invalidHints.append(.init(file: path(SegmentName.hint(id)), reason: "there is no segment \(SegmentName.segment(id)) for it"))
@@ -55,73 +67,48 @@ package struct StoreVerifier {
 
     private func path(_ name: String) -> String { directory + "/" + name }
 
+    /// The sizes of these segments now (a segment that cannot be read counts 0: verifying it reports why).
+    private func segmentBytes(_ ids: [UInt64]) -> Int64 {
+        ids.reduce(0) { total, id in
+            guard let fd = try? fileSystem.open(path(SegmentName.segment(id)), flags: O_RDONLY, mode: 0) else { return total }
+            defer { fileSystem.close(fd) }
+            return total + ((try? fileSystem.fileSize(fd)) ?? 0)
+        }
+    }
+
     /// The segment id named by a hint file name (`0000000001.hint`), or nil for any other file.
     static func hintSegmentID(fromFileName name: String) -> UInt64? {
         guard name.hasSuffix(SegmentName.hintExtension) else { return nil }
         return SegmentName.segmentID(fromFileName: String(name.dropLast(SegmentName.hintExtension.count)) + SegmentName.segmentExtension)
     }
 
-    private func verifySegment(id: UInt64, isLast: Bool, hasHint: Bool, into report: inout VerificationReport) throws(CaskError) {
+    private func verifySegment(id: UInt64, isLast: Bool, hasHint: Bool, into report: inout VerificationReport, progress: (Int64) -> Void) throws(CaskError) {
         let segmentPath = path(SegmentName.segment(id))
-        let fd: Int32
-        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
-            if error == .noEntry { return }  // Removed since the directory was listed (compaction).
-            throw CaskError.from(error, operation: "open", path: segmentPath)
-        }
-        defer { fileSystem.close(fd) }
-        let length: Int64
-        do { length = try fileSystem.fileSize(fd) } catch {
-            throw CaskError.from(error, operation: "fstat", path: segmentPath)
-        }
-        var segment = VerificationReport.Segment(id: id, file: segmentPath, bytes: length)
+        var segment = VerificationReport.Segment(id: id, file: segmentPath, bytes: 0)
         var problems: [VerificationReport.Problem] = []
-        func problem(_ kind: VerificationReport.Problem.Kind, _ offset: Int64, _ length: Int64, _ reason: String) {
-            problems.append(.init(kind: kind, file: segmentPath, offset: offset, length: length, reason: reason))
-        }
-
-        // Header.
-        switch try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem) {
-        case .success(let header):
-            if header.segmentID != id {
-                problem(.segmentHeader, 16, 8, "header names segment \(header.segmentID), file name says \(id)")
-            }
-        case .failure(.unsupportedVersion(let version)):
-            throw CaskError.unsupportedFormat(path: segmentPath, version: version)
-        case .failure(.unsupportedHeaderLength(let headerLength)):
-            throw CaskError.corruptFile(path: segmentPath, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
-        case .failure(.tooShort) where isLast:
-            problem(.tornTail, 0, length, "segment header is incomplete (\(length) of \(SegmentHeader.length) bytes)")
-        case .failure(let header):
-            problem(.segmentHeader, 0, min(length, Int64(SegmentHeader.length)), "invalid segment header: \(header.explanation)")
-        }
-
         // The hint, read in full before the scan so the scan can check it as it goes.
         var hint: HintCheck?
         var hintFailure: String?
-        if hasHint {
-            switch loadHint(id: id, segmentLength: length) {
-            case .success(let loaded): hint = loaded
-            case .failure(let failure): hintFailure = failure.reason
-            }
-        }
-
-        // Every record.
-        var corrupt: [SegmentScanner.CorruptRange] = []
-        var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
-        _ = try scanner.scan(
-            from: min(Int64(SegmentHeader.length), length),
+        let found = try SegmentInspector(fileSystem: fileSystem).inspect(
+            id: id, path: segmentPath, isLast: isLast,
+            onOpen: { length, _ in
+                segment.bytes = length
+                guard hasHint else { return }
+                switch loadHint(id: id, segmentLength: length) {
+                case .success(let loaded): hint = loaded
+                case .failure(let failure): hintFailure = failure.reason
+                }
+            },
             onRecord: { offset, header, bytes in
                 segment.records += 1
                 if let reason = Self.payloadProblem(header, bytes) {
-                    problem(.record, offset, Int64(header.recordLength), reason)
+                    problems.append(.init(kind: .record, file: segmentPath, offset: offset, length: Int64(header.recordLength), reason: reason))
                 }
                 hint?.check(offset: offset, header: header, record: bytes)
+                progress(offset + Int64(header.recordLength))
             },
-            onCorrupt: { corrupt.append($0) })
-        for (position, range) in corrupt.enumerated() {
-            let isTail = isLast && position == corrupt.count - 1 && range.offset + range.length == length
-            problem(isTail ? .tornTail : .record, range.offset, range.length, range.reason)
-        }
+            onProblem: { problems.append($0) })
+        guard found else { return }  // Removed since the directory was listed (compaction).
 
         if let hint {
             if let mismatch = hint.finish() {
@@ -137,10 +124,11 @@ package struct StoreVerifier {
         problems.sort { $0.offset < $1.offset }
         report.problems += problems
         report.segments.append(segment)
+        progress(segment.bytes)
     }
 
     /// Why a record that passed its checksum still cannot be read, or nil when it can.
-    private static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer) -> String? {
+    static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer) -> String? {
         guard header.isCompressed else { return nil }
         let start = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[start..<(start + header.storedLength)])
@@ -183,6 +171,41 @@ package struct StoreVerifier {
         }
         check.coveredLength = summary.coveredLength
         return .success(check)
+    }
+}
+
+/// Turns read positions into `progress(done, total)` calls: at most about one per 1% of `total`
+/// (and per MiB), plus one at the end of each segment.
+private struct ProgressMeter {
+    let total: Int64
+    let progress: (_ done: Int64, _ total: Int64) -> Void
+    /// Bytes of the segments already read, and the position in the current one.
+    private var finished: Int64 = 0
+    private var position: Int64 = 0
+    private var lastReported: Int64?
+
+    init(total: Int64, progress: @escaping (_ done: Int64, _ total: Int64) -> Void) {
+        self.total = total
+        self.progress = progress
+    }
+
+    /// Reports `done` unless it was the last figure reported.
+    mutating func report(_ done: Int64) {
+        guard done != lastReported else { return }
+        lastReported = done
+        progress(done, total)
+    }
+
+    /// The scan of the current segment has reached `segmentPosition`.
+    mutating func advance(within segmentPosition: Int64) {
+        position = segmentPosition
+        if finished + position - (lastReported ?? 0) >= max(1 << 20, total / 100) { report(finished + position) }
+    }
+
+    mutating func finishSegment() {
+        finished += position
+        position = 0
+        report(finished)
     }
 }
 

@@ -1,5 +1,5 @@
-/// What ``CaskStore/verify(at:)`` found: every segment it read, every record it checked, and every
-/// damaged byte range and invalid hint file, each with its file and offset.
+/// What ``CaskStore/verify(at:progress:)`` found: every segment it read, every record it checked,
+/// and every damaged byte range and invalid hint file, each with its file and offset.
 public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
     /// A byte range of a segment that does not hold what it should.
     public struct Problem: Sendable, Equatable, CustomStringConvertible {

@@ -68,6 +68,14 @@ extension CaskStore {
 
     @usableFromInline
     func read(key: UnsafeRawBufferPointer) throws(CaskError) -> [UInt8]? {
+        try readRecord(key: key)?.value
+    }
+
+    /// A value and the expiry time of the record it was read from (nil: it never expires).
+    typealias ValueAndExpiry = (value: [UInt8], expiresAt: UInt64?)
+
+    /// The value of `key` and the expiry of the record it comes from, or nil when it is absent or expired.
+    func readRecord(key: UnsafeRawBufferPointer) throws(CaskError) -> ValueAndExpiry? {
         let found = try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
             if shared.closed { throw CaskError.closed }
             guard let location = shared.index.lookup(key), let file = shared.segments[location.segmentID] else { return nil }
@@ -77,12 +85,12 @@ extension CaskStore {
         let end = Int64(location.offset) + Int64(location.length)
         if end > file.writtenLength.load(ordering: .acquiring), let writer {
             // Still in the write buffer (buffered mode): decode it there, under the writer mutex.
-            let buffered: Result<[UInt8]?, CaskError>? = writer.withLock { w in
+            let buffered: Result<ValueAndExpiry?, CaskError>? = writer.withLock { w in
                 guard w.active === file, Int64(location.offset) >= w.flushed else { return nil }
                 let start = Int(Int64(location.offset) - w.flushed)
                 return w.buffer.withUnsafeBytes { buffer in
                     Result { () throws(CaskError) in
-                        try Self.decodeValue(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + Int(location.length))]),
+                        try Self.decodeRecord(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + Int(location.length))]),
                                              key: key, file: file, offset: location.offset)
                     }
                 }
@@ -91,17 +99,19 @@ extension CaskStore {
         }
         // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
         if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
-            return try Self.decodeValue(mapped, key: key, file: file, offset: location.offset)
+            return try Self.decodeRecord(mapped, key: key, file: file, offset: location.offset)
         }
         let length = Int(location.length)
-        return try withScratchBytes(length) { (buffer) throws(CaskError) -> [UInt8]? in
+        return try withScratchBytes(length) { (buffer) throws(CaskError) -> ValueAndExpiry? in
             try file.read(location, into: buffer)
-            return try Self.decodeValue(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset)
+            return try Self.decodeRecord(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset)
         }
     }
 
-    /// Validates a whole record and returns its value (nil if it has expired).
-    static func decodeValue(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32) throws(CaskError) -> [UInt8]? {
+    /// Validates a whole record and returns its value and expiry (nil if it has expired).
+    static func decodeRecord(
+        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
+    ) throws(CaskError) -> ValueAndExpiry? {
         let header: RecordHeader
         switch RecordHeader.validate(record) {
         case .success(let valid): header = valid
@@ -118,7 +128,7 @@ extension CaskStore {
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return nil }
         let payloadStart = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
-        guard header.isCompressed else { return Array(payload) }
+        guard header.isCompressed else { return (Array(payload), header.expiresAt) }
         var ok = true
         let value = [UInt8](unsafeUninitializedCapacity: header.valueLength) { buffer, initialized in
             ok = LZ4Decompressor.decompress(payload, into: UnsafeMutableRawBufferPointer(buffer))
@@ -127,7 +137,7 @@ extension CaskStore {
         guard ok else {
             throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "LZ4 payload does not expand to \(header.valueLength) bytes")
         }
-        return value
+        return (value, header.expiresAt)
     }
 
     @usableFromInline

@@ -46,7 +46,7 @@ package final class StoreLock: Sendable {
 
     deinit { release() }
 
-    private static func readPID(fd: Int32, fileSystem: any FileSystem) -> Int32? {
+    static func readPID(fd: Int32, fileSystem: any FileSystem) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
         let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
         let text = String(decoding: bytes[0..<count], as: UTF8.self).trimmingWhitespace()

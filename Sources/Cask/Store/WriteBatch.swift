@@ -38,6 +38,12 @@ public struct WriteBatch: Sendable {
         operations.append(.put(key: Array(key), value: Array(value), expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds))
     }
 
+    /// A put whose key expires at the wall-clock time `milliseconds` since 1970-01-01 UTC, as
+    /// ``CaskStore/put(_:_:expiresAtMilliseconds:)`` (a time already past makes the key absent).
+    public mutating func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAtMilliseconds milliseconds: UInt64) {
+        operations.append(.put(key: Array(key), value: Array(value), expiresAt: milliseconds))
+    }
+
     public mutating func delete(_ key: some Collection<UInt8>) {
         operations.append(.delete(key: Array(key)))
     }

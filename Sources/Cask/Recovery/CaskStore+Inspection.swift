@@ -1,0 +1,54 @@
+extension CaskStore {
+    /// Reports every record of every segment in `directory` (or of segment `segment` only), in
+    /// file order: each segment, then its records and damaged byte ranges as they come.
+    ///
+    /// Reads the segment files as they are, with no index: overwritten and deleted records, batch
+    /// members and batch commits included. Each record's lengths and checksum are checked as opening
+    /// the store checks them (``verify(at:progress:)`` also decompresses payloads and checks hint
+    /// files); damage is reported, never thrown. Opens nothing for writing, takes no lock and changes
+    /// nothing, so it runs next to a process that has the store open for writing.
+    ///
+    /// Throws when the directory or a segment cannot be read at all, when a segment has another
+    /// format (``CaskError/unsupportedFormat(path:version:)``), and when `segment` names a segment
+    /// file that does not exist. `visit` is called on the calling thread. Complexity: O(bytes of the
+    /// segments read); memory: a 1 MiB read window (larger only for a larger record).
+    public static func inspect(at directory: String, segment: UInt64? = nil, _ visit: (InspectedItem) -> Void) throws(CaskError) {
+        let fileSystem = PosixFileSystem()
+        switch fileSystem.isDirectory(directory) {
+        case .some(true): break
+        case .some(false): throw CaskError.io(operation: "inspect", path: directory, errno: .notDirectory)
+        case .none: throw CaskError.io(operation: "inspect", path: directory, errno: .noEntry)
+        }
+        let names: [String]
+        do { names = try fileSystem.listDirectory(directory) } catch {
+            throw CaskError.from(error, operation: "list directory", path: directory)
+        }
+        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        let inspector = SegmentInspector(fileSystem: fileSystem)
+        for id in segment.map({ [$0] }) ?? ids {
+            let path = directory + "/" + SegmentName.segment(id)
+            let found = try inspector.inspect(
+                id: id, path: path, isLast: id == ids.last,
+                onOpen: { length, header in
+                    visit(.segment(InspectedSegment(id: id, file: path, bytes: length, baseSeq: header?.baseSeq)))
+                },
+                onRecord: { offset, header, bytes in
+                    let key = Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                    var committed: Range<UInt64>?
+                    if header.type == .batch {
+                        let first = key.withBytes { BatchAssembler.firstSeq(ofCommitKey: $0) }
+                        if first < header.seq { committed = first..<header.seq }
+                    }
+                    visit(.record(InspectedRecord(
+                        segmentID: id, offset: offset, bytes: header.recordLength, type: header.type, seq: header.seq, key: key,
+                        valueBytes: header.valueLength, storedBytes: header.storedLength, isCompressed: header.isCompressed,
+                        isBatchMember: header.flags & RecordFlags.batchMember != 0, expiresAtMilliseconds: header.expiresAt,
+                        committedSeqs: committed)))
+                },
+                onProblem: { visit(.damage($0)) })
+            if !found && segment != nil {
+                throw CaskError.io(operation: "open", path: path, errno: .noEntry)
+            }
+        }
+    }
+}

@@ -1,0 +1,802 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// `cask recover` and `cask import-defaults`, run as the built binary (through
+/// ``ToolTests/cask(_:stdin:file:line:)``), on stores damaged the way the core tests damage them.
+final class ToolRecoverTests: XCTestCase {
+    func cask(_ arguments: [String], stdin: Data = Data(), file: StaticString = #filePath, line: UInt = #line) throws -> ToolTests.Run {
+        try ToolTests.cask(arguments, stdin: stdin, file: file, line: line)
+    }
+
+    // MARK: Fixtures
+
+    /// A closed store in `root/store` of several 8 KiB segments (every one with its hint file), every
+    /// key written a few times, some deleted, one atomic batch; with its records as the oracle.
+    private struct Fixture {
+        let root: TemporaryDirectory
+        let ids: [UInt64]
+        let records: [UInt64: [StoreFiles.Record]]
+        var path: String { root.appending("store") }
+        var all: [StoreFiles.Record] { ids.flatMap { records[$0]! } }
+        var model: [[UInt8]: [UInt8]] { StoreFiles.replay(all) }
+        var sealed: [UInt64] { Array(ids.dropLast()) }
+        func segment(_ id: UInt64) -> String { StoreFiles.segmentPath(path, id) }
+        func hint(_ id: UInt64) -> String { StoreFiles.hintPath(path, id) }
+        /// What the store holds without `dropped`.
+        func model(without dropped: [StoreFiles.Record]) -> [[UInt8]: [UInt8]] {
+            StoreFiles.replay(all.filter { record in !dropped.contains { $0.seq == record.seq && $0.offset == record.offset } })
+        }
+    }
+
+    private func makeFixture(seed: UInt64) throws -> Fixture {
+        var rng = SeededGenerator.fromEnvironment(fallback: seed)
+        let root = TemporaryDirectory("cask-recover")
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 8 << 10
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: root.appending("store"), options: options)
+        for round in 0..<5 {
+            for i in 0..<80 {
+                let key = "key-\(i)"
+                if i == 30 {
+                    var batch = WriteBatch()
+                    batch.put("batch-\(round)", rng.bytes(30))
+                    batch.delete("key-\(round)")
+                    try store.write(batch)
+                }
+                if round > 0 && Int.random(in: 0..<5, using: &rng) == 0 {
+                    _ = try store.delete(key)
+                } else if Int.random(in: 0..<3, using: &rng) == 0 {
+                    try store.put(key, [UInt8](repeating: UInt8(i), count: Int.random(in: 40...200, using: &rng)))  // compressed
+                } else {
+                    try store.put(key, rng.bytes(Int.random(in: 1...250, using: &rng)))
+                }
+            }
+        }
+        try store.close()
+        let ids = try StoreFiles.segmentIDs(in: root.appending("store"))
+        guard ids.count >= 5 else { throw XCTSkip("fixture too small: \(ids.count) segments") }
+        var records: [UInt64: [StoreFiles.Record]] = [:]
+        for id in ids { records[id] = try StoreFiles.records(ofSegment: StoreFiles.segmentPath(root.appending("store"), id)) }
+        return Fixture(root: root, ids: ids, records: records)
+    }
+
+    /// Every file of a store directory but `LOCK` (which holds only a writer's pid).
+    private func files(_ directory: String) throws -> [String: [UInt8]] {
+        try StoreFiles.snapshot(directory).filter { $0.key != SegmentName.lockFile }
+    }
+
+    private func json(_ run: ToolTests.Run, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+        try XCTUnwrap(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], run.out + run.err, file: file, line: line)
+    }
+
+    /// `cask verify` finds the store clean, opening it cuts and skips nothing, and it holds exactly `expected`.
+    private func assertRepaired(_ directory: String, _ expected: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let verify = try cask(["verify", directory])
+        XCTAssertEqual(verify.status, 0, "\(context): \(verify.out)", file: file, line: line)
+        var options = CaskStore.Options()
+        options.readOnly = true
+        let store = try CaskStore.open(at: directory, options: options)
+        defer { try? store.close() }
+        XCTAssertTrue(store.recoveryReport.isClean && store.recoveryReport.invalidHints.isEmpty, "\(context): \(store.recoveryReport)", file: file, line: line)
+        XCTAssertEqual(try store.keys(), expected.keys.sorted { $0.lexicographicallyPrecedes($1) }, "\(context): keys", file: file, line: line)
+        for (key, value) in expected {
+            XCTAssertEqual(try store.get(key), value, "\(context): \(String(decoding: key, as: UTF8.self))", file: file, line: line)
+        }
+    }
+
+    /// Copying the backup's files back over (a copy of) the repaired store gives `original` back, byte for byte.
+    private func assertBackupRestores(_ report: [String: Any], _ directory: String, _ original: [String: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let backup = try XCTUnwrap(report["backupDirectory"] as? String, context, file: file, line: line)
+        let scratch = TemporaryDirectory("cask-recover-restore")
+        defer { scratch.remove() }
+        try StoreFiles.copy(from: directory, to: scratch.path)
+        try StoreFiles.copy(from: backup, to: scratch.path)
+        let restored = try files(scratch.path)
+        XCTAssertEqual(Set(restored.keys), Set(original.keys), "\(context): files after restoring", file: file, line: line)
+        for (name, bytes) in original {
+            XCTAssertTrue(restored[name] == bytes, "\(context): \(name) differs after restoring the backup", file: file, line: line)
+        }
+    }
+
+    // MARK: Help and exit statuses
+
+    static let recoverHelp = """
+        OVERVIEW: Repair a damaged store (backing up what it changes).
+
+        Cuts torn tails, rewrites damaged segments with every intact record copied byte
+        for byte (the records after a damaged range included), writes invalid hint files
+        again, removes leftover temporary files, and finishes a compaction a crash
+        interrupted. A delete lost in a damaged range is rebuilt from the segment's hint
+        file when that file vouches for it; records that are lost are listed by key.
+        Afterwards 'cask verify' finds the store clean.
+
+        Before changing anything, copies every file it will change or remove into the
+        backup directory (by default a new directory next to the store,
+        <dir>.cask-backup-<UTC time>) and prints where: copying those files back into
+        <dir> undoes the repair exactly. Prints each change: the file, what was done,
+        and the bytes and records dropped.
+
+        Takes the store's lock, so it refuses (exit 1) while another process has the
+        store open for writing. Exits 0 when there was nothing to repair or the store
+        was repaired; with --dry-run, exits 65 when there is something to repair (the
+        plan is printed and nothing changes). Shows progress on standard error.
+
+        USAGE: cask recover <dir> [--dry-run] [--backup <dir>] [--json]
+
+        ARGUMENTS:
+          <dir>                   The store directory.
+
+        OPTIONS:
+          --dry-run               Print what would be done, and change nothing (not even
+                                  the lock file).
+          --backup <dir>          Back up into this directory (created; if it exists it
+                                  must be empty) instead of the default next to the
+                                  store.
+          --json                  Print JSON instead of text (object keys sorted).
+          -h, --help              Show help information.
+
+        """
+
+    static let importDefaultsHelp = """
+        OVERVIEW: Import the entries of a property-list file.
+
+        Reads a property list, XML or binary, whose top level is a dictionary, and
+        stores each top-level entry under the key <prefix><name>, its value a
+        PropertyListValue encoded with the object coder: read it back in Swift with
+        store.get(PropertyListValue.self, forKey: key) (with coder: .json or
+        .propertyList if you chose one). Strings, integers, reals, booleans, dates,
+        data, arrays and dictionaries round-trip exactly, a boolean never turning into a
+        number.
+
+        Every entry is written in one atomic batch: after a crash, all of them are in
+        the store or none. An entry that cannot be stored is skipped and reported with
+        the reason (a key over 65535 bytes, a value over the store's limit, an integer
+        larger than Int.max, a real that JSON cannot hold); the command then exits 65,
+        having imported the others. A file that is not a property list with a dictionary
+        at the top exits 65 and imports nothing.
+
+        Creates the store if <dir> does not exist and takes its lock, so it fails (exit
+        1) while another process has the store open for writing. Everything is on disk
+        (fdatasync) when the command exits.
+
+        USAGE: cask import-defaults <dir> <plist> [--prefix <prefix>] [--coder <coder>]
+
+        ARGUMENTS:
+          <dir>                   The store directory.
+          <plist>                 The property-list file to import.
+
+        OPTIONS:
+          --prefix <prefix>       Put this before each entry's name to make its key
+                                  (default: none).
+          --coder <coder>         The object coder for the values: binary (the default,
+                                  as the store's), json or plist.
+          -h, --help              Show help information.
+
+        """
+
+    func testHelpSnapshots() throws {
+        for (command, expected) in [("recover", Self.recoverHelp), ("import-defaults", Self.importDefaultsHelp)] {
+            for arguments in [[command, "--help"], ["help", command], [command, "dir", "-h"]] {
+                let run = try cask(arguments)
+                XCTAssertEqual(run.status, 0, "\(arguments)")
+                XCTAssertEqual(run.out, expected, "\(arguments)")
+                XCTAssertEqual(run.err, "")
+            }
+            XCTAssertFalse(expected.split(separator: "\n").contains { $0.count > 80 }, "\(command): a line over 80 columns")
+        }
+        let root = try cask(["help"]).out
+        XCTAssertTrue(root.contains("\n  recover                 Repair a damaged store (backing up what it changes).\n"), root)
+        XCTAssertTrue(root.contains("\n  import-defaults         Import the entries of a property-list file.\n"), root)
+    }
+
+    func testExitStatusOfEachErrorClass() throws {
+        let fixture = try makeFixture(seed: 1)
+        let plist = fixture.root.appending("defaults.plist")
+        try PropertyListSerialization.data(fromPropertyList: ["a": 1], format: .xml, options: 0).write(to: URL(fileURLWithPath: plist))
+        let usage: [([String], String)] = [
+            (["recover"], "Error: missing argument <dir>\n"),
+            (["recover", fixture.path, "--force"], "Error: unknown option '--force'\n"),
+            (["recover", fixture.path, "--backup"], "Error: missing value for option '--backup <dir>'\n"),
+            (["recover", fixture.path, "--backup", fixture.path + "/"], "Error: --backup must name a directory other than the store's\n"),
+            (["recover", fixture.path, "--dry-run=yes"], "Error: flag '--dry-run' takes no value\n"),
+            (["import-defaults", fixture.path], "Error: missing argument <plist>\n"),
+            (["import-defaults", fixture.path, plist, "--coder", "xml"], "Error: --coder must be binary, json or plist, not 'xml'\n"),
+            (["import-defaults", fixture.path, plist, "extra"], "Error: unexpected argument 'extra'\n"),
+        ]
+        for (arguments, error) in usage {
+            let run = try cask(arguments)
+            XCTAssertEqual(run.status, 64, "\(arguments)")
+            XCTAssertTrue(run.err.hasPrefix(error), "\(arguments): \(run.err)")
+            XCTAssertTrue(run.err.contains("\nUsage: cask \(arguments[0]) "), "\(arguments): \(run.err)")
+            XCTAssertEqual(run.out, "", "\(arguments)")
+        }
+
+        // Failures: exit 1.
+        let missing = fixture.root.appending("no-such-store")
+        var run = try cask(["recover", missing])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.err, "Error: \(CaskError.directoryMissing(path: missing))\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+        run = try cask(["import-defaults", fixture.path, fixture.root.appending("no-such.plist")])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertTrue(run.err.hasPrefix("Error: cannot read \(fixture.root.appending("no-such.plist")): "), run.err)
+        let notEmpty = fixture.root.appending("not-empty")
+        try FileManager.default.createDirectory(atPath: notEmpty, withIntermediateDirectories: false)
+        try Data([1]).write(to: URL(fileURLWithPath: notEmpty + "/x"))
+        try StoreFiles.flip(fixture.segment(fixture.sealed[0]), at: 100)
+        let damaged = try files(fixture.path)
+        run = try cask(["recover", fixture.path, "--backup", notEmpty])
+        XCTAssertEqual(run.status, 1)
+        // After the progress of the check, which found what to change.
+        XCTAssertTrue(run.err.contains("\nError: create backup directory (it must be new or empty) failed on \(notEmpty): File exists"), run.err)
+        XCTAssertTrue(try files(fixture.path) == damaged, "a failed backup must leave the store alone")
+
+        // Data errors: exit 65.
+        run = try cask(["recover", fixture.path, "--dry-run"])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertTrue(run.out.contains("\nDry run, nothing was changed. Would back up 2 files to "), run.out)
+        let notPlist = fixture.root.appending("not.plist")
+        try Data("<plist><dict><key>a</key>".utf8).write(to: URL(fileURLWithPath: notPlist))
+        run = try cask(["import-defaults", fixture.path, notPlist])
+        XCTAssertEqual(run.status, 65)
+        XCTAssertEqual(run.err, "Error: \(notPlist) is not a property list (XML or binary); nothing was imported\n")
+        let array = fixture.root.appending("array.plist")
+        try PropertyListSerialization.data(fromPropertyList: [1, 2], format: .binary, options: 0).write(to: URL(fileURLWithPath: array))
+        run = try cask(["import-defaults", fixture.path, array])
+        XCTAssertEqual(run.status, 65)
+        XCTAssertTrue(run.err.hasPrefix("Error: \(array) holds a property list whose top level is "), run.err)
+        XCTAssertTrue(run.err.hasSuffix(", not a dictionary; nothing was imported\n"), run.err)
+
+        // Success: exit 0.
+        run = try cask(["recover", fixture.path])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        run = try cask(["recover", fixture.path, "--dry-run"])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        XCTAssertTrue(run.out.hasSuffix("\nNothing to repair.\n"), run.out)
+        XCTAssertEqual(try cask(["import-defaults", fixture.path, plist]).status, 0)
+    }
+
+    func testRecoverRefusesWhileAWriterHoldsTheLock() throws {
+        let fixture = try makeFixture(seed: 2)
+        try StoreFiles.flip(fixture.segment(fixture.sealed[1]), at: 200)
+        let store = try CaskStore.open(at: fixture.path)
+        defer { try? store.close() }
+        let before = try StoreFiles.snapshot(fixture.path)
+        let locked = "Error: \(CaskError.locked(path: fixture.path, holderPID: getpid()))\n"
+        for arguments in [["recover", fixture.path], ["recover", fixture.path, "--dry-run"], ["recover", fixture.path, "--json"]] {
+            let run = try cask(arguments)
+            XCTAssertEqual(run.status, 1, "\(arguments)")
+            XCTAssertEqual(run.err, locked, "\(arguments)")
+            XCTAssertEqual(run.out, "", "\(arguments)")
+        }
+        let plist = fixture.root.appending("d.plist")
+        try PropertyListSerialization.data(fromPropertyList: ["a": "b"], format: .xml, options: 0).write(to: URL(fileURLWithPath: plist))
+        let run = try cask(["import-defaults", fixture.path, plist])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.err, locked)
+        XCTAssertTrue(try StoreFiles.snapshot(fixture.path) == before, "nothing may change while the writer holds the lock")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fixture.root.path).filter { $0.contains("backup") }, [])
+    }
+
+    // MARK: Damage
+
+    func testTornTailCutAtSeveralPoints() throws {
+        let fixture = try makeFixture(seed: 3)
+        let last = fixture.ids.last!
+        let lastRecords = fixture.records[last]!
+        let original = try files(fixture.path)
+        let lastName = SegmentName.segment(last)
+        // Inside a record's header, key and value; on a boundary (nothing to cut); and inside the
+        // segment header (a crash while it was created).
+        let record = lastRecords[lastRecords.count - 2]
+        let cuts = [record.offset + 3, record.offset + 12, record.end - 1, lastRecords.last!.end - 5, record.end, 20]
+        for (round, cut) in cuts.enumerated() {
+            let scratch = TemporaryDirectory("cask-recover-torn")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            // A crash leaves the active segment without a hint; every other round keeps a stale one.
+            for (name, bytes) in original where name != SegmentName.hint(last) || round % 2 == 1 {
+                try StoreFiles.write(directory + "/" + name, name == lastName ? Array(bytes.prefix(cut)) : bytes)
+            }
+            let torn = try files(directory)
+            let context = "cut at \(cut) of \(original[lastName]!.count)"
+            let earlier = fixture.ids.dropLast().flatMap { fixture.records[$0]! }
+            let intact = StoreFiles.replay(earlier + lastRecords.filter { $0.end <= cut })
+
+            let dryRun = try cask(["recover", directory, "--dry-run", "--json"])
+            XCTAssertTrue(try files(directory) == torn, "\(context): the dry run changed files")
+            let run = try cask(["recover", directory, "--json"])
+            let report = try json(run)
+            if cut == record.end {
+                XCTAssertEqual(dryRun.status, round % 2 == 1 ? 65 : 0, "\(context): only the stale hint needs work")
+                XCTAssertEqual(run.status, 0, run.err)
+            } else {
+                XCTAssertEqual(dryRun.status, 65, "\(context): \(dryRun.out)")
+                XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
+                let changes = try XCTUnwrap(report["changes"] as? [[String: Any]])
+                let segmentChange = try XCTUnwrap(changes.first { ($0["file"] as? String) == directory + "/" + lastName }, "\(context): \(changes)")
+                XCTAssertEqual(segmentChange["kind"] as? String, cut == 20 ? "rewrite" : "truncate", context)
+                XCTAssertEqual((segmentChange["bytesBefore"] as? NSNumber)?.intValue, cut, context)
+                let expectedLength = cut == 20 ? SegmentHeader.length : lastRecords.filter { $0.end <= cut }.last?.end ?? SegmentHeader.length
+                XCTAssertEqual((segmentChange["bytesAfter"] as? NSNumber)?.intValue, expectedLength, context)
+                XCTAssertEqual(try StoreFiles.fileSize(directory + "/" + lastName), expectedLength, context)
+                XCTAssertEqual((report["lostRecords"] as? [Any])?.count, 0, "\(context): a torn write was never acknowledged")
+                try assertBackupRestores(report, directory, torn, context)
+            }
+            try assertRepaired(directory, intact, context)
+            let again = try cask(["recover", directory])
+            XCTAssertEqual(again.status, 0, "\(context): \(again.out)")
+            XCTAssertTrue(again.out.hasSuffix("Nothing to repair.\n"), "\(context): \(again.out)")
+        }
+    }
+
+    func testFlippedByteInASealedRecordKeepsEveryIntactRecordByteForByte() throws {
+        let fixture = try makeFixture(seed: 4)
+        let id = fixture.sealed[1]
+        let records = fixture.records[id]!
+        // A live put in the middle of the segment, so that dropping it changes what its key reads.
+        let newest = Dictionary(fixture.all.map { ($0.key, $0) }, uniquingKeysWith: { $0.seq > $1.seq ? $0 : $1 })
+        let victim = try XCTUnwrap(records.dropFirst(2).first { $0.type == .put && $0.length >= 40 && newest[$0.key]?.seq == $0.seq })
+        for keepHint in [false, true] {
+            let scratch = TemporaryDirectory("cask-recover-flip")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            try StoreFiles.copy(from: fixture.path, to: directory)
+            if !keepHint { try FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, id)) }
+            let segmentPath = StoreFiles.segmentPath(directory, id)
+            try StoreFiles.flip(segmentPath, at: victim.offset + victim.length / 2, mask: 0x10)
+            let damaged = try StoreFiles.snapshot(directory)
+            let context = "hint kept: \(keepHint)"
+
+            let dryRun = try cask(["recover", directory, "--dry-run"])
+            XCTAssertEqual(dryRun.status, 65, dryRun.out)
+            XCTAssertTrue(try StoreFiles.snapshot(directory) == damaged, "\(context): the dry run changed a file, or the lock file")
+            XCTAssertTrue(dryRun.out.contains("rewrite \(segmentPath): 1 damaged range dropped, every intact record kept byte for byte; "), dryRun.out)
+            XCTAssertTrue(dryRun.out.contains("\n  dropped bytes \(victim.offset)..<\(victim.end) (\(victim.length) bytes): damaged: checksum mismatch"), dryRun.out)
+
+            let run = try cask(["recover", directory, "--json"])
+            XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
+            let report = try json(run)
+            XCTAssertEqual(report["verifiedClean"] as? Bool, true, context)
+            XCTAssertEqual((report["bytesDropped"] as? NSNumber)?.intValue, victim.length, context)
+            let lost = try XCTUnwrap(report["lostRecords"] as? [[String: Any]])
+            if keepHint {
+                // The hint agrees with every intact record: it names what was lost.
+                XCTAssertEqual(lost.count, 1, "\(context): \(lost)")
+                XCTAssertEqual(lost.first?["key"] as? String, String(decoding: victim.key, as: UTF8.self), context)
+                XCTAssertEqual(lost.first?["verified"] as? Bool, true, context)
+            }
+            try assertRepaired(directory, fixture.model(without: [victim]), context)
+            // Every other record of the segment, byte for byte, in order.
+            let before = fixture.records[id]!.filter { $0.offset != victim.offset }
+            let after = try StoreFiles.records(ofSegment: segmentPath)
+            XCTAssertEqual(after.map(\.seq), before.map(\.seq), context)
+            let old = try StoreFiles.read(fixture.segment(id)), new = try StoreFiles.read(segmentPath)
+            XCTAssertEqual(Array(new.prefix(SegmentHeader.length)), Array(old.prefix(SegmentHeader.length)), "\(context): header")
+            for (was, now) in zip(before, after) {
+                XCTAssertEqual(new[now.offset..<now.end], old[was.offset..<was.end], "\(context): record seq \(was.seq)")
+            }
+            XCTAssertEqual(FileManager.default.fileExists(atPath: StoreFiles.hintPath(directory, id)), keepHint, "\(context): no new file")
+            try assertBackupRestores(report, directory, damaged.filter { $0.key != SegmentName.lockFile }, context)
+        }
+    }
+
+    func testDamagedDeleteIsRebuiltFromAConsistentHintAndReportedWithoutOne() throws {
+        let fixture = try makeFixture(seed: 5)
+        // A delete in a sealed segment that hides an older put: dropping it would bring the put back.
+        var target: (id: UInt64, record: StoreFiles.Record)?
+        for id in fixture.sealed {
+            for record in fixture.records[id]! where record.type == .delete && fixture.model[record.key] == nil {
+                let older = fixture.all.contains { $0.key == record.key && $0.type == .put && $0.seq < record.seq }
+                let newer = fixture.all.contains { $0.key == record.key && $0.seq > record.seq }
+                if older && !newer && target == nil { target = (id, record) }
+            }
+        }
+        let (id, tombstone) = try XCTUnwrap(target, "no suitable delete in the fixture")
+        let name = String(decoding: tombstone.key, as: UTF8.self)
+        for keepHint in [true, false] {
+            let scratch = TemporaryDirectory("cask-recover-delete")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            try StoreFiles.copy(from: fixture.path, to: directory)
+            if !keepHint { try FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, id)) }
+            let segmentPath = StoreFiles.segmentPath(directory, id)
+            try StoreFiles.flip(segmentPath, at: tombstone.offset + 1)  // the checksum: the record's fields still parse
+            let context = "hint kept: \(keepHint)"
+            let run = try cask(["recover", directory, "--json"])
+            XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
+            let report = try json(run)
+            let lost = try XCTUnwrap(report["lostRecords"] as? [[String: Any]])
+            if keepHint {
+                XCTAssertEqual(report["recordsRestored"] as? Int, 1, context)
+                XCTAssertEqual(lost.count, 0, "\(context): \(lost)")
+                // The rebuilt delete is the record that was there: the segment is the undamaged one.
+                XCTAssertTrue(try StoreFiles.read(segmentPath) == StoreFiles.read(fixture.segment(id)), context)
+                try assertRepaired(directory, fixture.model, context)
+                XCTAssertEqual(try cask(["get", directory, name]).status, 1, "\(context): the key stays deleted")
+            } else {
+                // Nothing vouches for the damaged bytes: an older put shows, as it did before the repair.
+                XCTAssertEqual(report["recordsRestored"] as? Int, 0, context)
+                XCTAssertEqual(lost.count, 1, "\(context): \(lost)")
+                XCTAssertEqual(lost.first?["type"] as? String, "delete", context)
+                XCTAssertEqual(lost.first?["key"] as? String, name, context)
+                XCTAssertEqual((lost.first?["seq"] as? NSNumber)?.uint64Value, tombstone.seq, context)
+                XCTAssertEqual(lost.first?["verified"] as? Bool, false, context)
+                try assertRepaired(directory, fixture.model(without: [tombstone]), context)
+                XCTAssertNotNil(fixture.model(without: [tombstone])[tombstone.key], "the fixture must make the delete matter")
+                let text = try cask(["recover", directory, "--dry-run"])
+                XCTAssertEqual(text.status, 0, text.out)
+            }
+        }
+    }
+
+    func testDamagedSegmentHeaderIsWrittenAnewKeepingEveryRecord() throws {
+        let fixture = try makeFixture(seed: 6)
+        let id = fixture.sealed[2]
+        for position in [0, 20, 36] {
+            let scratch = TemporaryDirectory("cask-recover-header")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            try StoreFiles.copy(from: fixture.path, to: directory)
+            let segmentPath = StoreFiles.segmentPath(directory, id)
+            try StoreFiles.flip(segmentPath, at: position, mask: 0x40)
+            let damaged = try files(directory)
+            let run = try cask(["recover", directory, "--json"])
+            XCTAssertEqual(run.status, 0, "byte \(position): \(run.out) \(run.err)")
+            let report = try json(run)
+            let changes = try XCTUnwrap(report["changes"] as? [[String: Any]])
+            XCTAssertEqual(changes.map { $0["kind"] as? String }, ["rewrite", "rebuild-hint"], "byte \(position)")
+            XCTAssertTrue((changes.first?["reason"] as? String ?? "").hasPrefix("invalid segment header ("), "\(changes)")
+            XCTAssertEqual(report["bytesDropped"] as? Int, 0)
+            try assertRepaired(directory, fixture.model, "header byte \(position)")
+            // The header is the one the writer wrote (its base seq is the segment's lowest seq) and the
+            // records are untouched.
+            XCTAssertTrue(try StoreFiles.read(segmentPath) == StoreFiles.read(fixture.segment(id)), "byte \(position)")
+            try assertBackupRestores(report, directory, damaged, "header byte \(position)")
+        }
+    }
+
+    func testInvalidHintFilesAreRebuiltAndOrphansRemoved() throws {
+        let fixture = try makeFixture(seed: 7)
+        let id = fixture.sealed[1]
+        let hintPath = fixture.hint(id)
+        let good = try StoreFiles.read(hintPath)
+        try StoreFiles.flip(hintPath, at: good.count / 2)
+        try StoreFiles.write(fixture.path + "/0000000099.hint", Array(good.prefix(100)))
+        let damaged = try files(fixture.path)
+        let segmentsBefore = try fixture.ids.map { try StoreFiles.read(fixture.segment($0)) }
+
+        let run = try cask(["recover", fixture.path])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        XCTAssertTrue(run.out.contains("rebuild-hint \(hintPath): invalid: "), run.out)
+        XCTAssertTrue(run.out.contains("remove \(fixture.path)/0000000099.hint: hint file without a segment 0000000099.cask; 100 bytes"), run.out)
+        XCTAssertTrue(run.out.contains("\nVerified: no damage found.\n"), run.out)
+        XCTAssertEqual(try StoreFiles.read(hintPath), good, "the rebuilt hint is the one the writer wrote")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.path + "/0000000099.hint"))
+        XCTAssertTrue(try fixture.ids.map { try StoreFiles.read(fixture.segment($0)) } == segmentsBefore, "no segment changes")
+        try assertRepaired(fixture.path, fixture.model, "hints")
+        let backup = try XCTUnwrap(run.out.split(separator: "\n").first { $0.hasPrefix("Backed up 2 files to ") })
+        let backupPath = String(backup.dropFirst("Backed up 2 files to ".count).prefix { $0 != " " })
+        XCTAssertTrue(backupPath.hasPrefix(fixture.root.appending("store.cask-backup-")), backupPath)
+        try assertBackupRestores(["backupDirectory": backupPath], fixture.path, damaged, "hints")
+    }
+
+    func testInterruptedCompactionIsFinishedPerItsManifest() throws {
+        let fixture = try makeFixture(seed: 8)
+        let before = try files(fixture.path)
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 8 << 10
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: fixture.path, options: options)
+        XCTAssertGreaterThan(try store.compact().segmentsCompacted, 2)
+        try store.close()
+        // Back to the moment after the manifest was written: some of the replaced segments (and a
+        // hint) are still there, and two temporary files the crash left behind.
+        let present = Set(try FileManager.default.contentsOfDirectory(atPath: fixture.path))
+        let replaced = fixture.ids.filter { !present.contains(SegmentName.segment($0)) }
+        XCTAssertGreaterThan(replaced.count, 2)
+        for id in replaced.prefix(replaced.count / 2 + 1) {
+            try StoreFiles.write(fixture.segment(id), before[SegmentName.segment(id)]!)
+        }
+        try StoreFiles.write(fixture.hint(replaced[0]), before[SegmentName.hint(replaced[0])]!)
+        try StoreFiles.write(fixture.path + "/" + CompactionManifest.fileName, CompactionManifest.encode(inputs: replaced))
+        try StoreFiles.write(fixture.path + "/0000000999.cask.tmp", [1, 2, 3])
+        try StoreFiles.write(fixture.path + "/COMPACTION.tmp", [4, 5])
+        let interrupted = try files(fixture.path)
+
+        let dryRun = try cask(["recover", fixture.path, "--dry-run"])
+        XCTAssertEqual(dryRun.status, 65, dryRun.out)
+        XCTAssertTrue(try files(fixture.path) == interrupted)
+        let run = try cask(["recover", fixture.path, "--json"])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        let report = try json(run)
+        let changes = try XCTUnwrap(report["changes"] as? [[String: Any]])
+        let kinds = changes.map { "\($0["kind"] as? String ?? "?") \(URL(fileURLWithPath: $0["file"] as? String ?? "").lastPathComponent)" }
+        // Hints before segments, then the manifest, then the leftovers.
+        var expected = ["finish-compaction \(SegmentName.hint(replaced[0]))"]
+        expected += replaced.prefix(replaced.count / 2 + 1).map { "finish-compaction \(SegmentName.segment($0))" }
+        expected.append("finish-compaction COMPACTION")
+        expected += ["remove 0000000999.cask.tmp", "remove COMPACTION.tmp"]
+        XCTAssertEqual(kinds, expected)
+        let after = Set(try FileManager.default.contentsOfDirectory(atPath: fixture.path))
+        XCTAssertTrue(after.isDisjoint(with: replaced.map(SegmentName.segment) + [CompactionManifest.fileName, "COMPACTION.tmp", "0000000999.cask.tmp"]), "\(after)")
+        try assertRepaired(fixture.path, fixture.model, "compaction")
+        try assertBackupRestores(report, fixture.path, interrupted, "compaction")
+
+        // A manifest that is not valid is ignored by every open, and removed.
+        try StoreFiles.write(fixture.path + "/" + CompactionManifest.fileName, [0x43, 0x41, 0x53, 0x4B])
+        let invalid = try cask(["recover", fixture.path])
+        XCTAssertEqual(invalid.status, 0, invalid.out)
+        XCTAssertTrue(invalid.out.contains("remove \(fixture.path)/COMPACTION: invalid compaction manifest (every open ignores it); 4 bytes"), invalid.out)
+        try assertRepaired(fixture.path, fixture.model, "invalid manifest")
+    }
+
+    func testDamagedBatchCommitIsRebuiltFromTheHintOrItsMembersDropped() throws {
+        let fixture = try makeFixture(seed: 11)
+        // A batch (a put and a delete, then the commit record) inside a sealed segment.
+        var found: (id: UInt64, members: [StoreFiles.Record], commit: StoreFiles.Record)?
+        for id in fixture.sealed where found == nil {
+            let records = fixture.records[id]!
+            if let index = records.indices.first(where: { $0 >= 2 && records[$0].type == .batch }) {
+                found = (id, [records[index - 2], records[index - 1]], records[index])
+            }
+        }
+        let (id, members, commit) = try XCTUnwrap(found, "no batch in a sealed segment")
+        for keepHint in [true, false] {
+            let scratch = TemporaryDirectory("cask-recover-batch")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            try StoreFiles.copy(from: fixture.path, to: directory)
+            if !keepHint { try FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, id)) }
+            let segmentPath = StoreFiles.segmentPath(directory, id)
+            try StoreFiles.flip(segmentPath, at: commit.end - 1)
+            let run = try cask(["recover", directory, "--json"])
+            XCTAssertEqual(run.status, 0, run.out + run.err)
+            let report = try json(run)
+            if keepHint {
+                // The hint holds everything a commit record is made of.
+                XCTAssertEqual(report["recordsRestored"] as? Int, 1)
+                XCTAssertTrue(try StoreFiles.read(segmentPath) == StoreFiles.read(fixture.segment(id)))
+                try assertRepaired(directory, fixture.model, "batch, hint kept")
+            } else {
+                // Without their commit record the members were never applied: they go too.
+                XCTAssertEqual(report["recordsDropped"] as? Int, 2)
+                let change = try XCTUnwrap((report["changes"] as? [[String: Any]])?.first)
+                let ranges = try XCTUnwrap(change["droppedRanges"] as? [[String: Any]])
+                XCTAssertEqual(ranges.compactMap { ($0["offset"] as? NSNumber)?.intValue }, [members[0].offset, members[1].offset, commit.offset])
+                XCTAssertTrue((ranges.first?["reason"] as? String ?? "").hasSuffix("a member of a batch without its commit record (never applied)"), "\(ranges)")
+                try assertRepaired(directory, fixture.model(without: members + [commit]), "batch, no hint")
+            }
+        }
+    }
+
+    func testValueThatDoesNotDecompressIsDropped() throws {
+        // Three records; the middle one's checksum holds but its LZ4 payload does not expand to its
+        // value length (as in ToolTests.testVerifierDecompressesEveryCompressedValue).
+        let root = TemporaryDirectory("cask-recover-lz4")
+        let directory = root.appending("store")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        func record(_ key: String, _ value: [UInt8], seq: UInt64) -> [UInt8] {
+            var buffer = ByteBuffer(capacity: 4096)
+            _ = Array(key.utf8).withUnsafeBytes { key in
+                value.withUnsafeBytes { RecordEncoder().append(type: .put, seq: seq, key: key, value: $0, expiresAt: nil, to: &buffer) }
+            }
+            return buffer.copyBytes()
+        }
+        let first = record("a", [1, 2, 3], seq: 1), last = record("c", [7], seq: 3)
+        var bad = record("b", [UInt8](repeating: 0x61, count: 1000), seq: 2)
+        XCTAssertEqual(Array(bad[8...9]), [0xE8, 0x07], "value length 1000")
+        bad[8] = 0xE9
+        let crc = bad[4...].withUnsafeBytes { CRC32C.checksum(of: $0) }
+        withUnsafeBytes(of: crc.littleEndian) { bad.replaceSubrange(0..<4, with: $0) }
+        let header = SegmentHeader(segmentID: 1, baseSeq: 1).encoded()
+        try StoreFiles.write(directory + "/0000000001.cask", header + first + bad + last)
+        XCTAssertEqual(try cask(["verify", directory]).status, 65)
+
+        let run = try cask(["recover", directory])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        XCTAssertTrue(run.out.contains("\n  dropped bytes \(40 + first.count)..<\(40 + first.count + bad.count) (\(bad.count) bytes): put record, seq 2: LZ4 payload does not expand to 1001 bytes\n"), run.out)
+        XCTAssertTrue(run.out.contains("\n  1 intact record dropped\n"), run.out)
+        XCTAssertEqual(try StoreFiles.read(directory + "/0000000001.cask"), header + first + last)
+        try assertRepaired(directory, [Array("a".utf8): [1, 2, 3], Array("c".utf8): [7]], "lz4")
+    }
+
+    /// A failure at any I/O call of a repair (the backup, a rewrite, a rename, a sync…) leaves a
+    /// store that opens and reads every undamaged key, and a second repair finishes the job.
+    func testAFailureAtAnyCallLeavesAStoreThatASecondRepairFinishes() throws {
+        let fixture = try makeFixture(seed: 12)
+        let damaged = TemporaryDirectory("cask-recover-faults")
+        try StoreFiles.copy(from: fixture.path, to: damaged.path)
+        let newest = Dictionary(fixture.all.map { ($0.key, $0) }, uniquingKeysWith: { $0.seq > $1.seq ? $0 : $1 })
+        let victim = try XCTUnwrap(fixture.records[fixture.sealed[1]]!.first { $0.type == .put && $0.length >= 40 && newest[$0.key]?.seq == $0.seq })
+        try StoreFiles.flip(StoreFiles.segmentPath(damaged.path, fixture.sealed[1]), at: victim.offset + victim.length / 2)
+        try StoreFiles.flip(StoreFiles.hintPath(damaged.path, fixture.sealed[2]), at: 60)
+        let last = fixture.records[fixture.ids.last!]!.last!
+        try StoreFiles.truncate(StoreFiles.segmentPath(damaged.path, fixture.ids.last!), to: last.end - 3)
+        try StoreFiles.write(damaged.appending("COMPACTION.tmp"), [1])
+        let full = fixture.model
+        let repaired = fixture.model(without: [victim, last])
+        let undamagedKeys = full.keys.filter { full[$0] == repaired[$0] }
+
+        let recorder = FaultInjectingFileSystem()
+        let baseline = TemporaryDirectory("cask-recover-faults-baseline")
+        defer { try? FileManager.default.removeItem(atPath: baseline.path + "-backup") }
+        try StoreFiles.copy(from: damaged.path, to: baseline.path)
+        _ = try StoreRepair(directory: baseline.path, fileSystem: recorder).run(dryRun: false, backupDirectory: baseline.path + "-backup", progress: nil)
+        let points = recorder.trace.filter { $0.operation.canFail }.map(\.index)
+        XCTAssertGreaterThan(points.count, 40, "too few calls for a real test")
+        for operation in [FaultInjectingFileSystem.Operation.pwrite, .fdatasync, .rename, .ftruncate, .unlink, .makeDirectory] {
+            XCTAssertTrue(recorder.trace.contains { $0.operation == operation }, "no \(operation) in the repair")
+        }
+
+        var failures = 0
+        for point in points {
+            let scratch = TemporaryDirectory("cask-recover-fault")
+            defer {
+                scratch.remove()
+                for suffix in ["-backup", "-backup-2"] { try? FileManager.default.removeItem(atPath: scratch.path + suffix) }
+            }
+            try StoreFiles.copy(from: damaged.path, to: scratch.path)
+            let fileSystem = FaultInjectingFileSystem()
+            fileSystem.inject(.init(nil, .callIndex(point), .fail(.ioError)))
+            let context = "fault at \(recorder.trace[point])"
+            do {
+                _ = try StoreRepair(directory: scratch.path, fileSystem: fileSystem).run(dryRun: false, backupDirectory: scratch.path + "-backup", progress: nil)
+            } catch {
+                failures += 1
+            }
+            // Whatever happened, the store opens and every key the damage did not touch reads right.
+            var options = CaskStore.Options()
+            options.readOnly = true
+            let store = try CaskStore.open(at: scratch.path, options: options)
+            for key in undamagedKeys {
+                XCTAssertEqual(try store.get(key), full[key], "\(context): \(String(decoding: key, as: UTF8.self))")
+            }
+            try store.close()
+            // And a second repair finishes the job.
+            let report = try CaskStore.repair(at: scratch.path, backupDirectory: scratch.path + "-backup-2")
+            XCTAssertFalse(report.dryRun)
+            let verification = try CaskStore.verify(at: scratch.path)
+            XCTAssertTrue(verification.isClean, "\(context): \(verification)")
+            let reopened = try CaskStore.open(at: scratch.path, options: options)
+            XCTAssertTrue(reopened.recoveryReport.isClean, "\(context): \(reopened.recoveryReport)")
+            XCTAssertEqual(reopened.count, repaired.count, context)
+            for (key, value) in repaired { XCTAssertEqual(try reopened.get(key), value, "\(context): \(String(decoding: key, as: UTF8.self))") }
+            try reopened.close()
+        }
+        XCTAssertGreaterThan(failures, points.count / 2, "most faults must surface as errors")
+    }
+
+    func testProgressOnStandardError() throws {
+        let fixture = try makeFixture(seed: 9)
+        try StoreFiles.flip(fixture.segment(fixture.sealed[0]), at: 300)
+        let run = try cask(["recover", fixture.path])
+        XCTAssertEqual(run.status, 0, run.err)
+        for phase in ["checking", "backing up", "repairing"] {
+            XCTAssertTrue(run.err.contains("\(phase): 0%"), run.err)
+            XCTAssertTrue(run.err.contains("\(phase): 100%"), run.err)
+        }
+    }
+
+    // MARK: import-defaults
+
+    /// Whole seconds: XML property lists keep no fractions of a second.
+    private static let date = Date(timeIntervalSinceReferenceDate: 786_000_123)
+
+    /// Every property-list type, nested, as Foundation objects and as the values that must come back.
+    private static var entries: [(name: String, object: Any, value: PropertyListValue)] { [
+        ("name", "Ada Lovelace", .string("Ada Lovelace")),
+        ("empty", "", .string("")),
+        ("launches", 42, .integer(42)),
+        ("one", 1, .integer(1)),
+        ("zero", 0, .integer(0)),
+        ("negative", Int64.min, .integer(Int(Int64.min))),
+        ("flag", true, .bool(true)),
+        ("off", false, .bool(false)),
+        ("ratio", 0.1, .real(0.1)),
+        ("whole", 1.0, .real(1.0)),
+        ("when", date, .date(date)),
+        ("blob", Data([0, 1, 0xFF, 0x7F]), .data(Data([0, 1, 0xFF, 0x7F]))),
+        ("list", [1, "two", true, 3.5, Data([9])] as [Any], .array([.integer(1), .string("two"), .bool(true), .real(3.5), .data(Data([9]))])),
+        ("nested", ["inner": ["deep": [false, 0, ["k": date]]], "42": "int-like key", "042": 1.5] as [String: Any],
+         .dictionary(["inner": .dictionary(["deep": .array([.bool(false), .integer(0), .dictionary(["k": .date(date)])])]),
+                      "42": .string("int-like key"), "042": .real(1.5)])),
+        ("empties", ["a": [Any](), "d": [String: Any]()] as [String: Any], .dictionary(["a": .array([]), "d": .dictionary([:])])),
+        ("unicode ключ 🔑", "värde", .string("värde")),
+    ] }
+
+    func testImportDefaultsRoundTripsEveryPropertyListType() throws {
+        let root = TemporaryDirectory("cask-recover-defaults")
+        var dictionary: [String: Any] = [:]
+        for entry in Self.entries { dictionary[entry.name] = entry.object }
+        for (format, coder, option) in [
+            (PropertyListSerialization.PropertyListFormat.xml, ObjectCoder.binary, [String]()),
+            (.binary, .binary, ["--coder", "binary"]),
+            (.xml, .json, ["--coder", "json"]),
+            (.binary, .propertyList, ["--coder", "plist"]),
+        ] {
+            let context = "\(format == .xml ? "XML" : "binary") plist, \(coder) coder"
+            let file = root.appending("defaults-\(format.rawValue).plist")
+            try PropertyListSerialization.data(fromPropertyList: dictionary, format: format, options: 0).write(to: URL(fileURLWithPath: file))
+            let directory = root.appending("store-\(format.rawValue)-\(coder)")
+            let run = try cask(["import-defaults", directory, file, "--prefix", "defaults/"] + option)
+            XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
+            XCTAssertEqual(run.out, "Imported \(Self.entries.count) entries from \(file) into \(directory) (\(option.last ?? "binary") coder, keys 'defaults/' + entry name).\n", context)
+
+            var options = CaskStore.Options()
+            options.readOnly = true
+            let store = try CaskStore.open(at: directory, options: options)
+            defer { try? store.close() }
+            XCTAssertEqual(store.count, Self.entries.count, context)
+            for entry in Self.entries {
+                let value = try store.get(PropertyListValue.self, forKey: "defaults/" + entry.name, coder: coder)
+                XCTAssertEqual(value, entry.value, "\(context): \(entry.name)")
+                // The bytes are what `set` writes with that coder.
+                let bytes = try XCTUnwrap(try store.get("defaults/" + entry.name))
+                XCTAssertEqual(try coder.decode(PropertyListValue.self, from: bytes), entry.value, "\(context): \(entry.name)")
+            }
+            // Back to Foundation objects that serialize as the original did.
+            let back = try XCTUnwrap(try store.get(PropertyListValue.self, forKey: "defaults/nested", coder: coder)).propertyListObject
+            XCTAssertEqual(try PropertyListValue(propertyList: back), Self.entries.first { $0.name == "nested" }!.value, context)
+            XCTAssertNoThrow(try PropertyListSerialization.data(fromPropertyList: back, format: .binary, options: 0))
+        }
+    }
+
+    func testImportDefaultsReportsSkippedEntriesAndImportsTheRestAtomically() throws {
+        let root = TemporaryDirectory("cask-recover-defaults")
+        let dictionary: [String: Any] = [
+            "good": "yes",
+            "also-good": [1, 2],
+            "too-big-integer": UInt64.max,
+            "nested-too-big": ["fine": 1, "bad": [UInt64.max]] as [String: Any],
+            String(repeating: "k", count: 70_000): "a key over the limit",
+            "not-a-number": Double.nan,
+        ]
+        let file = root.appending("defaults.plist")
+        try PropertyListSerialization.data(fromPropertyList: dictionary, format: .binary, options: 0).write(to: URL(fileURLWithPath: file))
+        let directory = root.appending("store")
+        var run = try cask(["import-defaults", directory, file, "--coder", "json"])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertEqual(run.err, "")
+        XCTAssertEqual(run.out, """
+            Imported 2 entries from \(file) into \(directory) (json coder, keys are the entry names).
+            Skipped 4 entries:
+              '\(String(repeating: "k", count: 60))…' (70000 bytes): key is 70000 bytes, over the limit of 65535 bytes
+              'nested-too-big': integer 18446744073709551615 is larger than 9223372036854775807 at bad[0]
+              'not-a-number': does not encode with the json coder: \(try Self.jsonError(Double.nan))
+              'too-big-integer': integer 18446744073709551615 is larger than 9223372036854775807
+
+            """)
+        let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
+        XCTAssertEqual(try store.keys(), [Array("also-good".utf8), Array("good".utf8)])
+        XCTAssertEqual(try store.get(PropertyListValue.self, forKey: "good", coder: .json), .string("yes"))
+        try store.close()
+
+        // With the binary coder a NaN is a value like any other.
+        run = try cask(["import-defaults", directory, file, "--prefix", "b:"])
+        XCTAssertEqual(run.status, 65)
+        XCTAssertTrue(run.out.hasPrefix("Imported 3 entries "), run.out)
+        let reopened = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
+        defer { try? reopened.close() }
+        guard case .real(let nan)? = try reopened.get(PropertyListValue.self, forKey: "b:not-a-number") else { return XCTFail("no NaN") }
+        XCTAssertTrue(nan.isNaN)
+    }
+
+    /// What JSONEncoder says about a value it cannot encode (the text differs between Foundation versions).
+    private static func jsonError(_ value: Double) throws -> String {
+        do {
+            _ = try JSONEncoder().encode(PropertyListValue.real(value))
+            return "(encoded)"
+        } catch {
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// Reads a file line by line: lines end with a newline (the last one may not), and are returned
+/// without it. Reads 64 KiB at a time and holds at most one line plus one read in memory; a line
+/// longer than `maxLineLength` is a data error, so input with no newlines cannot fill memory.
+struct LineReader {
+    private let handle: FileHandle
+    /// Where every byte read is copied as well (the spool of an input read twice), if anywhere.
+    private let copy: FileHandle?
+    /// Shown in errors: a path, or "standard input".
+    private let name: String
+    private let maxLineLength: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+    /// The number of the line last returned (1-based).
+    private(set) var lineNumber = 0
+    /// Bytes of the lines returned so far, newlines included.
+    private(set) var bytesConsumed: Int64 = 0
+
+    init(_ handle: FileHandle, name: String, maxLineLength: Int, copyingTo copy: FileHandle? = nil) {
+        self.handle = handle
+        self.name = name
+        self.maxLineLength = maxLineLength
+        self.copy = copy
+    }
+
+    /// The next line, or nil at the end of the input.
+    mutating func next() throws(ToolError) -> ArraySlice<UInt8>? {
+        var searched = 0  // bytes after `start` known to hold no newline
+        while true {
+            if let newline = buffer[(start + searched)...].firstIndex(of: UInt8(ascii: "\n")) {
+                return take(upTo: newline, skipping: 1)
+            }
+            searched = buffer.count - start
+            if searched > maxLineLength {
+                throw .data("line \(lineNumber + 1) of \(name) is longer than \(maxLineLength) bytes")
+            }
+            if atEnd {
+                return start < buffer.count ? take(upTo: buffer.count, skipping: 0) : nil
+            }
+            try fill()
+        }
+    }
+
+    private mutating func take(upTo end: Int, skipping separator: Int) -> ArraySlice<UInt8> {
+        let line = buffer[start..<end]
+        bytesConsumed += Int64(end - start + separator)
+        lineNumber += 1
+        start = end + separator
+        return line
+    }
+
+    /// Appends the next read to the buffer, first dropping the lines already returned.
+    private mutating func fill() throws(ToolError) {
+        if start > 0 {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        let chunk: Data?
+        do { chunk = try handle.read(upToCount: 64 << 10) } catch {
+            throw .failure("cannot read \(name): \(error.localizedDescription)")
+        }
+        guard let chunk, !chunk.isEmpty else {
+            atEnd = true
+            return
+        }
+        if let copy {
+            do { try copy.write(contentsOf: chunk) } catch {
+                throw .failure("cannot copy \(name) to a temporary file: \(error.localizedDescription)")
+            }
+        }
+        buffer.append(contentsOf: chunk)
+    }
+}
