@@ -232,6 +232,38 @@ final class CorruptionTests: XCTestCase {
         XCTAssertEqual(names, ["0000000001.cask", "0000000002.cask"])
     }
 
+    /// A header whose checksum is valid but whose base seq is above 2^63 − 1 (found by the
+    /// store-image fuzzer): if it were trusted, the writer would number new records past the
+    /// last valid seq, and a compaction or reopen would drop them as malformed.
+    func testBaseSeqBeyondTheLastSeqIsDamageNotANextSeq() throws {
+        let dir = TemporaryDirectory("cask-corrupt-base-seq")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path)
+        try store.put("before", Array("kept".utf8))
+        try store.close()
+        let first = StoreFiles.segmentPath(dir.path, 1)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: first)))
+        for i in 0..<8 { bytes[24 + i] = 0xFF }
+        let crc = CRC32C.checksum(of: bytes[0..<36])
+        for i in 0..<4 { bytes[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        try Data(bytes).write(to: URL(fileURLWithPath: first))
+        try FileManager.default.removeItem(atPath: StoreFiles.hintPath(dir.path, 1))
+
+        var options = CaskStore.Options()
+        options.automaticCompaction = false
+        let reopened = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertEqual(reopened.recoveryReport.corruptRanges.map(\.file), [first], "\(reopened.recoveryReport)")
+        try reopened.put("after", Array("acknowledged".utf8))
+        _ = try reopened.compact()
+        XCTAssertEqual(try reopened.get("after"), Array("acknowledged".utf8))
+        XCTAssertEqual(try reopened.get("before"), Array("kept".utf8))
+        try reopened.close()
+        let last = try CaskStore.open(at: dir.path, options: options)
+        defer { try? last.close() }
+        XCTAssertEqual(try last.get("after"), Array("acknowledged".utf8))
+        XCTAssertEqual(try last.get("before"), Array("kept".utf8))
+    }
+
     // MARK: Hint files
 
     func testDamagedHintFallsBackToScanningWithIdenticalResults() throws {

@@ -306,7 +306,7 @@ final class FormatTests: XCTestCase {
     // MARK: Segment header
 
     func testSegmentHeaderRoundTrip() {
-        for (id, base) in [(UInt64(1), UInt64(1)), (42, 1_000_000), (UInt64(UInt32.max), .max)] {
+        for (id, base) in [(UInt64(1), UInt64(1)), (42, 1_000_000), (UInt64(UInt32.max), Limits.maxSeq)] {
             let bytes = SegmentHeader(segmentID: id, baseSeq: base).encoded()
             XCTAssertEqual(bytes.count, SegmentHeader.length)
             XCTAssertEqual(Array(bytes[0..<8]), Array("CASKSEG".utf8) + [0])
@@ -353,6 +353,14 @@ final class FormatTests: XCTestCase {
         var longerHeader = good
         longerHeader[10] = 48
         XCTAssertEqual(decode(resealed(longerHeader)), .failure(.unsupportedHeaderLength(48)))
+        // A base seq no record could have, under a valid checksum, is damage too (found by fuzzing).
+        var lastSeq = good, beyond = good
+        for i in 0..<8 {
+            lastSeq[24 + i] = UInt8(truncatingIfNeeded: Limits.maxSeq >> (8 * UInt64(i)))
+            beyond[24 + i] = UInt8(truncatingIfNeeded: (Limits.maxSeq + 1) >> (8 * UInt64(i)))
+        }
+        XCTAssertEqual(try decode(resealed(lastSeq)).get().baseSeq, Limits.maxSeq)
+        XCTAssertEqual(decode(resealed(beyond)), .failure(.baseSeqOutOfRange(Limits.maxSeq + 1)))
     }
 
     // MARK: Hint files

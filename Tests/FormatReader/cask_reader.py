@@ -485,7 +485,8 @@ class Reader:
             with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
                 header = f.read(SEGMENT_HEADER_LENGTH)
             valid = (len(header) == SEGMENT_HEADER_LENGTH and header[:8] == SEGMENT_MAGIC
-                     and crc32c(header, 0, 36) == struct.unpack_from("<I", header, 36)[0])
+                     and crc32c(header, 0, 36) == struct.unpack_from("<I", header, 36)[0]
+                     and struct.unpack_from("<Q", header, 24)[0] <= MAX_SEQ)
             if not valid:
                 if segment_id == segment_ids[-1]:
                     return segment_id
@@ -507,10 +508,12 @@ class Reader:
             # Not a header we can trust at all. Records are self-checking, so scan anyway.
             self.damage(name, 0, SEGMENT_HEADER_LENGTH, "bad segment header (magic or checksum)")
         else:
-            version, header_length, _r1, header_id, _base_seq, _r2 = struct.unpack_from("<HHIQQI", data, 8)
+            version, header_length, _r1, header_id, base_seq, _r2 = struct.unpack_from("<HHIQQI", data, 8)
             if version != FORMAT_VERSION or header_length != SEGMENT_HEADER_LENGTH:
                 raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
-            if header_id != segment_id:
+            if base_seq > MAX_SEQ:
+                self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header base seq above 2^63-1")
+            elif header_id != segment_id:
                 self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header says id %d" % header_id)
         start = SEGMENT_HEADER_LENGTH
         self.pending = []  # batch members waiting for their commit record (FORMAT.md, "Batches")

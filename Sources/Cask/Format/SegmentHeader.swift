@@ -44,6 +44,8 @@ package struct SegmentHeader: Equatable, Sendable {
         /// The right magic, version and checksum, but another header length.
         case unsupportedHeaderLength(UInt16)
         case badChecksum
+        /// A valid checksum over a base seq no record could have.
+        case baseSeqOutOfRange(UInt64)
     }
 
     package static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<SegmentHeader, Problem> {
@@ -55,9 +57,9 @@ package struct SegmentHeader: Equatable, Sendable {
         guard version == currentVersion else { return .failure(.unsupportedVersion(version)) }
         let headerLength = bytes.readLittleEndian(at: 10, as: UInt16.self)
         guard headerLength == UInt16(length) else { return .failure(.unsupportedHeaderLength(headerLength)) }
-        return .success(SegmentHeader(
-            segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self),
-            baseSeq: bytes.readLittleEndian(at: 24, as: UInt64.self)))
+        let baseSeq = bytes.readLittleEndian(at: 24, as: UInt64.self)
+        guard baseSeq <= Limits.maxSeq else { return .failure(.baseSeqOutOfRange(baseSeq)) }
+        return .success(SegmentHeader(segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), baseSeq: baseSeq))
     }
 }
 
@@ -86,6 +88,7 @@ extension SegmentHeader.Problem {
         case .unsupportedHeaderLength(let headerLength):
             "segment header length \(headerLength), not the \(SegmentHeader.length) bytes of format 1 (written by another version of Cask?)"
         case .badChecksum: "header checksum mismatch"
+        case .baseSeqOutOfRange(let baseSeq): "base seq \(baseSeq) is above \(Limits.maxSeq)"
         }
     }
 }
