@@ -246,6 +246,26 @@ final class KeyIndexTests: XCTestCase {
         XCTAssertNil(lookup(index, key))
     }
 
+    /// Two records with one seq (a compaction's copy and its original): the later position wins,
+    /// whichever is seen first, so a reopen after a compaction reads what was read before it.
+    func testRecoveryBreaksSeqTiesByPositionInAnyOrder() {
+        let key = Array("k".utf8)
+        let original = RecordLocation(segmentID: 2, offset: 4_096, length: 20)
+        let sameSegmentLater = RecordLocation(segmentID: 2, offset: 8_192, length: 20)
+        let copy = RecordLocation(segmentID: 9, offset: 40, length: 20)
+        for order in [[original, sameSegmentLater, copy], [copy, sameSegmentLater, original], [sameSegmentLater, copy, original]] {
+            let index = KeyIndex(hasher: KeyHasher(seed: 5))
+            index.beginRecovery()
+            key.withUnsafeBytes { key in
+                for location in order { index.recover(key, location, seq: 7, isDelete: false) }
+                XCTAssertEqual(index.recover(key, copy, seq: 7, isDelete: false), .superseded, "the winner seen again")
+                XCTAssertEqual(index.recover(key, original, seq: 6, isDelete: false), .superseded)
+            }
+            index.endRecovery()
+            XCTAssertEqual(lookup(index, key), copy, "order \(order)")
+        }
+    }
+
     // MARK: Memory
 
     /// Memory per key beyond the key bytes: the target is at most 32 bytes.

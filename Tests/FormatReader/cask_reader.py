@@ -591,8 +591,8 @@ class Reader:
 
     def apply(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
         current = self.index.get(key)
-        if current is not None and seq <= current.seq:
-            return
+        if current is not None and (seq, segment_id, offset) <= (current.seq, current.segment, current.offset):
+            return  # older; on equal seqs the later record in (segment id, offset) order wins
         w = Winner()
         w.seq, w.type, w.flags, w.expires_at = seq, rtype, flags, expires_at
         w.segment, w.offset, w.length, w.value_length, w.from_hint = segment_id, offset, length, value_length, from_hint

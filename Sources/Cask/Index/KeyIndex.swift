@@ -183,9 +183,11 @@ package final class KeyIndex {
         if seqChunks == nil { seqChunks = [] }
     }
 
-    /// Applies one record found by recovery: it wins only if its seq is higher than what is known.
-    /// A delete is remembered as a tombstone until ``endRecovery()``, so that an older put of the
-    /// same key seen later cannot bring the key back.
+    /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
+    /// or equal and the record lies later in (segment id, offset) order — so the outcome does not
+    /// depend on the order records are seen in, and a compaction (which moves live records to
+    /// higher ids) cannot change it. A delete is remembered as a tombstone until ``endRecovery()``,
+    /// so that an older put of the same key seen later cannot bring the key back.
     @discardableResult
     package func recover(_ key: UnsafeRawBufferPointer, _ location: RecordLocation, seq: UInt64, isDelete: Bool) -> RecoveryOutcome {
         precondition(seqChunks != nil, "beginRecovery() first")
@@ -194,9 +196,11 @@ package final class KeyIndex {
         if let slot = find(key, hash: hash) {
             let number = slots[slot]
             let known = seqPointer(number)
-            guard seq > known.pointee else { return .superseded }
             let entry = entryPointer(number)
             let old = entry.pointee
+            guard seq > known.pointee
+                || (seq == known.pointee && (location.segmentID, location.offset) > (old.segmentID, old.offset))
+            else { return .superseded }
             let oldWasDelete = old.length & Self.tombstoneBit != 0
             entry.pointee.segmentID = location.segmentID
             entry.pointee.offset = location.offset
