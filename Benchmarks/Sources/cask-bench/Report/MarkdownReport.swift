@@ -12,14 +12,19 @@ struct MarkdownReport {
     /// Groups drawn and tabled with every engine; Cask-only figures get their own section.
     private static let tabled: Set<String> = Set(WorkloadName.keyValue)
 
+    /// Whether the run measured any key-value workload (an `--only objects` run did not: no summary, no targets).
+    private var hasKeyValue: Bool { results.groups.contains { Self.tabled.contains($0.workload) } }
+
     func write(to folder: String) throws -> String {
         try FileManager.default.createDirectory(atPath: folder + "/charts", withIntermediateDirectories: true)
         try (results.lines.joined(separator: "\n") + "\n").write(toFile: folder + "/results.txt", atomically: true, encoding: .utf8)
-        try SVGChart.ratios(title: "Cask ÷ best peer (SQLite, LMDB, LevelDB, RocksDB)",
-                            subtitle: "median ops/s, num=\(Format.grouped(Double(options.num))), \(options.runs) runs, \(date); right of 1×: Cask faster",
-                            rows: summaryRows)
-            .write(toFile: folder + "/charts/summary.svg", atomically: true, encoding: .utf8)
-        for group in results.groups where Self.tabled.contains(group.workload) {
+        if hasKeyValue {
+            try SVGChart.ratios(title: "Cask ÷ best peer (SQLite, LMDB, LevelDB, RocksDB)",
+                                subtitle: "median ops/s, num=\(Format.grouped(Double(options.num))), \(options.runs) runs, \(date); right of 1×: Cask faster",
+                                rows: summaryRows)
+                .write(toFile: folder + "/charts/summary.svg", atomically: true, encoding: .utf8)
+        }
+        for group in results.groups where Self.tabled.contains(group.workload) || WorkloadName.objects.contains(group.workload) {
             try chart(group).write(toFile: folder + "/charts/\(Format.slug(group)).svg", atomically: true, encoding: .utf8)
         }
         let path = folder + "/report.md"
@@ -47,7 +52,8 @@ struct MarkdownReport {
 
     private func chart(_ group: Series) -> String {
         let num = results.engines(in: group).first.flatMap { results.summary($0, group.workload, group.mode, writers: group.writers)?.median.num } ?? 0
-        let legend = "orange: Cask, blue: peers, grey: references"
+        let objects = WorkloadName.objects.contains(group.workload)
+        let legend = objects ? "orange: Cask, grey: the alternatives" : "orange: Cask, blue: peers, grey: references"
         if group.workload == "open" {
             let bars = results.engines(in: group).compactMap { engine -> SVGChart.Bar? in
                 guard let summary = results.summary(engine, group.workload, group.mode), let seconds = summary.median(of: "seconds"),
@@ -66,18 +72,24 @@ struct MarkdownReport {
             return SVGChart.Bar(label: engine, value: summary.opsPerSecond, minimum: summary.minimum, maximum: summary.maximum,
                                 note: note, color: SVGChart.color(for: engine))
         }
-        return SVGChart.bars(title: Format.group(group),
-                             subtitle: "ops/s, \(runsText) (whiskers: min–max), num=\(Format.grouped(Double(num))), \(date); \(legend)",
-                             bars: bars)
+        let title = Self.objectsTitles[group.workload].map { "\(group.workload): \($0)" } ?? Format.group(group)
+        let count = objects ? "objects: see the report" : "num=\(Format.grouped(Double(num)))"
+        return SVGChart.bars(title: title, subtitle: "ops/s, \(runsText) (whiskers: min–max), \(count), \(date); \(legend)", bars: bars)
     }
 
     // MARK: Text
 
     private var markdown: String {
         var md = "# Cask benchmark — \(date)\n\n"
-        md += "`cask-bench \(options.arguments.joined(separator: " "))` — \(Format.grouped(Double(options.num))) entries, "
-        md += "16-byte keys, \(options.valueSize)-byte values (half random, half repeated: ~50% compressible), "
-        md += "fillsync \(Format.grouped(Double(options.fillSyncCount))) puts; \(options.runs) run\(options.runs == 1 ? "" : "s") of every workload, "
+        md += "`cask-bench \(options.arguments.joined(separator: " "))` — "
+        if hasKeyValue {
+            md += "\(Format.grouped(Double(options.num))) entries, "
+            md += "16-byte keys, \(options.valueSize)-byte values (half random, half repeated: ~50% compressible), "
+            md += "fillsync \(Format.grouped(Double(options.fillSyncCount))) puts; "
+        } else {
+            md += "the objects workloads only (num=\(Format.grouped(Double(options.num))); each variant's count is in the Objects section); "
+        }
+        md += "\(options.runs) run\(options.runs == 1 ? "" : "s") of every workload, "
         md += "each run one worker process per engine, engines interleaved; the suite took \(String(format: "%.0f", seconds)) s.\n\n"
         if !options.caskAutoCompaction { md += "**Diagnostic run: Cask with automatic compaction off** (users get it on).\n\n" }
         md += "## Machine\n\n" + machine.lines.map { "- \($0)\n" }.joined() + "\n"
@@ -88,11 +100,8 @@ struct MarkdownReport {
             md += "every figure here is the median of \(options.runs) runs with the min–max range beside it. "
             md += "Treat differences smaller than the ranges as noise.\n\n"
         }
-        md += "![Cask ÷ best peer](charts/summary.svg)\n\n"
-        md += overviewTable + targetsSection + perWorkloadSection + caskSection + allocationSection + modesSection + workloadsSection
-        md += "## Not measured yet\n\n"
-        md += "- `compact` (MB/s compacting a store with 50% dead data) — comes with compaction; it would run right after `overwrite`, which leaves exactly that store.\n"
-        md += "- `objects` (encode+put / get+decode of a ~10-field model vs JSON-file-per-object and defaults-plist) — comes with the objects API; the `files` engine here is the file half of it.\n\n"
+        if hasKeyValue { md += "![Cask ÷ best peer](charts/summary.svg)\n\n" + overviewTable + targetsSection }
+        md += perWorkloadSection + objectsSection + caskSection + allocationSection + modesSection + workloadsSection
         if !results.failures.isEmpty {
             md += "## Failures\n\n" + results.failures.map { "- \($0)\n" }.joined() + "\n"
         }
@@ -129,6 +138,7 @@ struct MarkdownReport {
     }
 
     private var perWorkloadSection: String {
+        guard hasKeyValue else { return "" }
         var md = "## Results per workload\n\n"
         md += "ops/s is the median run's; \"Cask ÷\" divides Cask's median by the engine's. Disk: bytes allocated by the store's files after the workload "
         md += "(for reads, the store they read; RocksDB's includes the space it preallocates for its write-ahead log). "
@@ -164,6 +174,75 @@ struct MarkdownReport {
         }
         md += "\nSQLite and LMDB load nothing at open (pages are read on demand); LevelDB and RocksDB replay their log; "
         md += "Cask builds its whole in-memory index, from hint files.\n\n"
+        return md
+    }
+
+    // MARK: Objects
+
+    private static let objectsTitles = [
+        "objects_set": "encode + store one profile", "objects_get": "read + decode one profile",
+        "objects_encode": "encode one profile, no I/O", "objects_decode": "decode one profile, no I/O",
+    ]
+
+    /// `objects_*`: the variants side by side, then the coders alone.
+    private var objectsSection: String {
+        guard results.groups.contains(where: { WorkloadName.objects.contains($0.workload) }) else { return "" }
+        var md = "## Objects (issue 4): Codable values\n\n"
+        md += "The model: a user profile of ten fields — `id` UUID, `name`, `email`, `age` Int, `createdAt` Date, `isVerified` Bool, "
+        md += "`score` Double, `avatar` URL? (nil for a quarter), `tags` [String] (0–5), `addresses` [Address] (2–3 structs of four strings) — "
+        md += "drawn from the suite's seed: a pool of \(Format.grouped(Double(ProfileData.poolSize))) profiles, object *n* being profile *n* mod "
+        md += "\(Format.grouped(Double(ProfileData.poolSize))) with an id of its own. `objects_set` encodes and stores objects 0…n−1 under keys "
+        md += "`users/<n>` into a new store; `objects_get` then reads and decodes n random keys (with replacement) through the same handle, checking "
+        md += "each decoded id (and 1,000 whole values after the clock stops). Each variant runs in its own worker process. "
+        md += "Counts differ (the objects column): Cask runs num, one file per object a tenth of it (at most 100,000, as the `files` engine), "
+        md += "UserDefaults num/100, at most 5,000 (`defaults-sync` num/1,000, at most 500) — its sets slow down as the suite grows — so compare ops/s, not seconds.\n\n"
+        md += "| variant | objects | set ops/s | min – max | Cask ÷ | get ops/s | min – max | Cask ÷ | bytes/object | disk (per object) | allocations per set / get |\n"
+        md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        let caskSet = results.summary("cask", "objects_set", "nosync"), caskGet = results.summary("cask", "objects_get", "read")
+        func cells(_ s: Summary?, _ cask: Summary?, _ engine: String) -> String {
+            guard let s else { return " | | " }
+            let ratio = engine == "cask" ? "" : cask.map { Format.ratio($0.opsPerSecond / s.opsPerSecond) } ?? ""
+            return "\(Format.grouped(s.opsPerSecond)) | \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) | \(ratio)"
+        }
+        var described: [ObjectVariant] = []
+        for variant in ObjectVariant.all {
+            let set = results.summary(variant.name, "objects_set", "nosync"), get = results.summary(variant.name, "objects_get", "read")
+            guard let any = set ?? get else { continue }
+            described.append(variant)
+            let disk = set.map { "\(Format.bytes($0.median.diskBytes)) (\(Format.grouped(Double($0.median.diskBytes) / Double(max($0.median.num, 1)))) B)" } ?? ""
+            let allocations = [set, get].map { $0?.median(of: "allocs_per_op").map { String(format: "%.0f", $0) } ?? "–" }.joined(separator: " / ")
+            md += "| \(variant.name == "cask" ? "**cask**" : variant.name) | \(Format.grouped(Double(any.median.num))) | \(cells(set, caskSet, variant.name)) "
+            md += "| \(cells(get, caskGet, variant.name)) | \(any.median.valueSize) | \(disk) | \(allocations) |\n"
+        }
+        md += "\nWhat each variant does (sets `nosync`: nothing waits for the disk, except where said):\n\n"
+        md += described.map { "- `\($0.name)`: \($0.description)\n" }.joined()
+        md += "\n"
+        for workload in ["objects_set", "objects_get"] where results.summary("cask", workload, workload == "objects_set" ? "nosync" : "read") != nil {
+            let slug = Format.slug(Series(engine: "", workload: workload, mode: workload == "objects_set" ? "nosync" : "read", writers: 1))
+            md += "![\(workload)](charts/\(slug).svg)\n\n"
+        }
+
+        let encode = results.summary("cask", "objects_encode", "memory"), decode = results.summary("cask", "objects_decode", "memory")
+        if encode != nil || decode != nil {
+            let count = (encode ?? decode)!.median.num
+            md += "### Coders alone\n\n"
+            md += "\(Format.grouped(Double(count))) objects encoded (the coder's bytes returned: `[UInt8]` from `CaskBinaryEncoder.encode`, `Data` from "
+            md += "Foundation's), then decoded, by each coder in one worker process, one coder instance each, reused; no I/O. "
+            md += "`plist` is `PropertyListEncoder`/`PropertyListDecoder` in the binary format (what `ObjectCoder.propertyList` uses).\n\n"
+            md += "| coder | bytes/object | encode ops/s | min – max | Cask ÷ | decode ops/s | min – max | Cask ÷ | allocations per encode / decode |\n"
+            md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            for coder in ObjectsSuite.coderNames {
+                let e = results.summary(coder, "objects_encode", "memory"), d = results.summary(coder, "objects_decode", "memory")
+                guard let any = e ?? d else { continue }
+                let allocations = [e, d].map { $0?.median(of: "allocs_per_op").map { String(format: "%.0f", $0) } ?? "–" }.joined(separator: " / ")
+                let label = coder == "cask" ? "**cask** (binary)" : coder == "json" ? "json (`JSONEncoder`)" : "plist (`PropertyListEncoder`)"
+                md += "| \(label) | \(any.median.valueSize) | \(cells(e, encode, coder)) | \(cells(d, decode, coder)) | \(allocations) |\n"
+            }
+            md += "\n"
+            for workload in ["objects_encode", "objects_decode"] where results.summary("cask", workload, "memory") != nil {
+                md += "![\(workload)](charts/\(workload)-memory.svg)\n\n"
+            }
+        }
         return md
     }
 
@@ -241,6 +320,7 @@ struct MarkdownReport {
         - `deleterandom`: deletes num/10 distinct existing keys, one call each (nosync).
         - `fillsync`: \(Format.grouped(Double(options.fillSyncCount))) puts, each durable before it returns, from 1, 4 or 16 threads at once. `fillsync_paired`: Cask's single writer and the `rawlog` reference (one `pwrite` + `fdatasync` per put) alternating in 10 chunks in one process, so both see the same disk latency; its median chunk ratio judges the 1-writer target.
         - `allocs_put`, `allocs_get`: heap allocations per operation (the table above).
+        - `objects_set`, `objects_get`, `objects_encode`, `objects_decode`: Codable values (the Objects section).
 
         """ + "\n"
     }

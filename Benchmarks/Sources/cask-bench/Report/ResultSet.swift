@@ -35,10 +35,14 @@ struct ResultSet: Sendable {
         return groups
     }
 
+    /// The engines of `group` in report order: the key-value engines, then the objects variants and coders.
     func engines(in group: Series) -> [String] {
         let present = Set(order.filter { $0.workload == group.workload && $0.mode == group.mode && $0.writers == group.writers }.map(\.engine))
-        return Engines.all.map { $0.name }.filter(present.contains)
+        var seen = Set<String>()
+        return Self.engineOrder.filter { present.contains($0) && seen.insert($0).inserted }
     }
+
+    static let engineOrder = Engines.all.map { $0.name } + ObjectVariant.all.map(\.name) + ObjectsSuite.coderNames
 }
 
 /// The runs of one series: the median run (by ops/s; for an even number of runs the upper of the

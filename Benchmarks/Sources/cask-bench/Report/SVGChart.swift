@@ -17,7 +17,7 @@ enum SVGChart {
     static let referenceColor = "#868e96"
 
     static func color(for engine: String) -> String {
-        engine == "cask" ? caskColor : Target.peers.contains(engine) ? peerColor : referenceColor
+        engine == "cask" || engine.hasPrefix("cask-") ? caskColor : Target.peers.contains(engine) ? peerColor : referenceColor
     }
 
     /// A coordinate with one decimal.
@@ -29,7 +29,9 @@ enum SVGChart {
 
     /// Bars from zero on a linear scale, a min–max whisker on each.
     static func bars(title: String, subtitle: String, bars: [Bar]) -> String {
-        let width = 760.0, labelWidth = 90.0, noteWidth = 230.0, rowHeight = 26.0, top = 52.0
+        // Room for the longest label (about 7 px a character at 12 px).
+        let labelWidth = max(90.0, Double(bars.map(\.label.count).max() ?? 0) * 7.2 + 14)
+        let width = 760.0, noteWidth = 230.0, rowHeight = 26.0, top = 52.0
         let plotWidth = width - labelWidth - noteWidth - 20
         let height = top + rowHeight * Double(bars.count) + 14
         let scale = max(bars.map { max($0.value, $0.maximum) }.max() ?? 1, 1e-9) * 1.02

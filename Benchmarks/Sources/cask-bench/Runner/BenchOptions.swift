@@ -1,8 +1,18 @@
 import Foundation
 
-/// A worker's share of a run: every workload but `fillsync`, or `fillsync` alone.
+/// A worker's share of a run: every key-value workload but `fillsync`, `fillsync` alone, or the
+/// `objects` workloads (one worker per variant, not per engine).
 enum Phase: String, Sendable {
-    case main, sync
+    case main, sync, objects
+
+    /// The workloads this phase runs.
+    var workloads: [String] {
+        switch self {
+        case .main: WorkloadName.all.filter { !WorkloadName.syncPhase.contains($0) && !WorkloadName.objects.contains($0) }
+        case .sync: WorkloadName.syncPhase
+        case .objects: WorkloadName.objects
+        }
+    }
 }
 
 /// The command line: `cask-bench [options]`. Parse, then validate; usage errors exit 64.
@@ -43,15 +53,19 @@ struct BenchOptions: Sendable {
         USAGE: cask-bench [--quick] [--num <n>] [--runs <r>] [--only <workloads>] [--engines <names>] [options]
 
         OPTIONS:
-          --quick                 100,000 entries, 1,000 fillsync puts, 1 run, no `files` engine (~30 s;
-                                  the README's first command)
-          --num <n>               entries per workload (default 1,000,000; the `files` engine runs a tenth)
+          --quick                 100,000 entries, 1,000 fillsync puts, 1 run, no `files` engine (~30 s, and
+                                  ~30 s of objects workloads; the README's first command)
+          --num <n>               entries per workload (default 1,000,000; the `files` engine runs a tenth;
+                                  objects: files and coders a tenth, at most 100,000; UserDefaults
+                                  num/100, at most 5,000; synchronizing each, num/1,000, at most 500)
           --runs <r>              runs of every workload; the report gives the median, min and max (default 3)
           --value-size <bytes>    value size (default 100; keys are 16 bytes)
           --fillsync-num <n>      puts in fillsync (default 10,000)
           --only <a,b,...>        report only these workloads (others run when these need their store):
-                                  \(WorkloadName.all.joined(separator: ", "))
+                                  \(WorkloadName.all.joined(separator: ", "));
+                                  `objects` names the four objects workloads
           --engines <a,b,...>     only these engines: \(Engines.all.map { $0.name }.joined(separator: ", "))
+                                  (the objects workloads run when `cask` is one of them, with all their variants)
           --dir <path>            where the stores are made (default: a new folder in $TMPDIR)
           --results <path>        where the report folder <date>/ is written (default: Benchmarks/results)
           --no-report             print RESULT lines and medians only
@@ -95,17 +109,14 @@ struct BenchOptions: Sendable {
             case "--run": options.run = try count(argument, minimum: 0)
             case "--phase":
                 let name = try value(argument)
-                guard let phase = Phase(rawValue: name) else { throw BenchError.usage("--phase is main or sync, not '\(name)'") }
+                guard let phase = Phase(rawValue: name) else { throw BenchError.usage("--phase is main, sync or objects, not '\(name)'") }
                 options.phase = phase
             case "--only":
                 let names = try value(argument).split(separator: ",").map(String.init)
-                if let unknown = names.first(where: { !WorkloadName.all.contains($0) && !WorkloadName.pending.contains($0) }) {
+                if let unknown = names.first(where: { !WorkloadName.all.contains($0) && WorkloadName.groups[$0] == nil }) {
                     throw BenchError.usage("unknown workload '\(unknown)'; the workloads are \(WorkloadName.all.joined(separator: ", "))")
                 }
-                if let pending = names.first(where: { WorkloadName.pending.contains($0) }) {
-                    throw BenchError.usage("'\(pending)' is not measured yet (it comes with its own issue)")
-                }
-                options.only = Set(names)
+                options.only = Set(names.flatMap { WorkloadName.groups[$0] ?? [$0] })
             case "--engines":
                 let names = try value(argument).split(separator: ",").map(String.init)
                 if let unknown = names.first(where: { Engines.named($0) == nil }) {
@@ -124,6 +135,12 @@ struct BenchOptions: Sendable {
             if !explicitEngines { options.engines.removeAll { $0 == FilePerObjectEngine.name } }
         }
         return options
+    }
+
+    /// Whether any workload of `phase` is wanted (the objects phase also needs the `cask` engine).
+    func runs(_ phase: Phase) -> Bool {
+        if phase == .objects && !engines.contains(CaskEngine.name) { return false }
+        return only.map { !$0.isDisjoint(with: phase.workloads) } ?? true
     }
 
     /// The arguments a worker process gets for `engine` in `run`.

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Runs every engine's worker for every run (engines take turns within a run, starting with a
-/// different one each run, so slow phases of a shared machine hit all of them), collects the RESULT lines, prints medians and targets, and
+/// different one each run, so slow phases of a shared machine hit all of them), then the objects
+/// variants' workers the same way, collects the RESULT lines, prints medians and targets, and
 /// writes the report.
 struct Coordinator {
     let options: BenchOptions
@@ -23,11 +24,17 @@ struct Coordinator {
             // Each run starts with a different engine, so none always runs first (or right after the slowest).
             let shift = run % max(options.engines.count, 1)
             let mainOrder = Array(options.engines[shift...] + options.engines[..<shift])
-            for (phase, engines) in [(Phase.main, mainOrder), (.sync, syncOrder)] {
+            let variants = ObjectsSuite.workers(only: options.only)
+            let variantShift = run % max(variants.count, 1)
+            let objectsOrder = Array(variants[variantShift...] + variants[..<variantShift])
+            for (phase, engines) in [(Phase.main, mainOrder), (.sync, syncOrder), (.objects, objectsOrder)] where options.runs(phase) {
                 for engine in engines {
                     let directory = options.root + "/run\(run)-\(engine)"
+                    // UserDefaults keeps a suite in $XDG_CONFIG_HOME: the variant's own directory, not the user's.
+                    let environment = phase == .objects ? ["XDG_CONFIG_HOME": directory + "/" + engine] : [:]
                     let workerStart = Clock.now()
-                    let status = try runWorker(executable, options.workerArguments(engine: engine, phase: phase, run: run, directory: directory)) { results.add($0) }
+                    let arguments = options.workerArguments(engine: engine, phase: phase, run: run, directory: directory)
+                    let status = try runWorker(executable, arguments, environment: environment) { results.add($0) }
                     if status != 0 {
                         results.failures.append("\(engine), run \(run + 1), \(phase.rawValue) phase: the worker exited with status \(status) (its error is in the output above)")
                     }
@@ -57,14 +64,15 @@ struct Coordinator {
 
     /// Starts a worker, passes its RESULT lines to `collect` (echoing them) and its other output
     /// through; returns its exit status.
-    private func runWorker(_ executable: String, _ arguments: [String], collect: (Measurement) -> Void) throws -> Int32 {
+    private func runWorker(_ executable: String, _ arguments: [String], environment extra: [String: String],
+                           collect: (Measurement) -> Void) throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        if !options.caskAutoCompaction {
-            var environment = ProcessInfo.processInfo.environment
-            environment[CaskEngine.autoCompactionVariable] = "0"
-            process.environment = environment
+        var environment = extra
+        if !options.caskAutoCompaction { environment[CaskEngine.autoCompactionVariable] = "0" }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -92,9 +100,11 @@ struct Coordinator {
         for group in results.groups {
             let cask = results.summary("cask", group.workload, group.mode, writers: group.writers)
             print("  " + Format.group(group))
-            for engine in results.engines(in: group) {
+            let engines = results.engines(in: group)
+            let width = engines.map(\.count).max().map { max($0, 8) } ?? 8
+            for engine in engines {
                 guard let s = results.summary(engine, group.workload, group.mode, writers: group.writers) else { continue }
-                var line = "    " + engine.padding(toLength: 8, withPad: " ", startingAt: 0)
+                var line = "    " + engine.padding(toLength: width, withPad: " ", startingAt: 0)
                 line += Format.grouped(s.opsPerSecond).leftPadded(12) + " ops/s  (\(Format.grouped(s.minimum))–\(Format.grouped(s.maximum)))"
                 if engine != "cask", let cask { line += "  cask ÷ \(engine) = \(Format.ratio(cask.opsPerSecond / s.opsPerSecond))" }
                 for field in ["seconds", "allocs_per_op", "index_overhead_bytes_per_key"] where group.workload.hasPrefix("open") || field != "seconds" {

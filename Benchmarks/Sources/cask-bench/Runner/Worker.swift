@@ -1,21 +1,29 @@
 import Foundation
 
-/// A worker process: one engine, one run, every workload; RESULT lines on stdout. The
+/// A worker process: one engine (or objects variant), one run, one phase; RESULT lines on stdout. The
 /// coordinator starts one per engine and run, so an engine's memory, threads and page cache
 /// habits do not leak into the next engine's figures, and peak RSS is the engine's own.
 enum Worker {
     static func run(_ options: BenchOptions, engine name: String) throws {
-        guard let type = Engines.named(name) else { throw BenchError.usage("unknown engine '\(name)'") }
         try makeDirectory(options.root)
+        if options.phase == .objects {
+            let suite = ObjectsSuite(profiles: ProfileData(seed: dataSeed), num: options.num, root: options.root, run: options.run, only: options.only)
+            return try suite.run(name)
+        }
+        guard let type = Engines.named(name) else { throw BenchError.usage("unknown engine '\(name)'") }
         try runSuite(type, options: options)
     }
 
+    /// The seed of every workload's data (BenchmarkData's values, the objects' profiles).
+    static let dataSeed: UInt64 = 301
+
     private static func runSuite<E: Engine>(_ type: E.Type, options: BenchOptions) throws {
-        let data = BenchmarkData(count: options.num / E.divisor, valueSize: options.valueSize, seed: 301)
+        let data = BenchmarkData(count: options.num / E.divisor, valueSize: options.valueSize, seed: dataSeed)
         let suite = EngineSuite<E>(data: data, root: options.root, run: options.run, fillSyncCount: options.fillSyncCount / E.divisor, only: options.only)
         switch options.phase {
         case .main: try suite.runMain()
         case .sync: try suite.runSync()
+        case .objects: break  // run by ObjectsSuite, above
         }
     }
 }

@@ -7,16 +7,20 @@ enum WorkloadName {
     ]
     /// Cask's own figures (`open_nohints`; `open` also reports index bytes per key;
     /// `fillsync_paired` runs with `fillsync`: Cask and the raw reference alternating in one process).
-    static let caskOnly = ["open_nohints", "fillsync_paired", "compact", "compact_put"]
-    /// Allocations per put and per get on the calling thread (a deterministic count).
-    static let allocations = ["allocs_put", "allocs_get"]
     /// `compact`: MB/s of input compacting a store with 50% dead data (every key written twice), with
     /// the disk bytes before and after; `compact_put`: put throughput while a compaction runs, and
     /// its ratio to put throughput without one.
-    /// In the issue, not measured yet — it comes with its own issue:
-    /// - `objects`: encode+put / get+decode of a ~10-field model against JSON-file-per-object and
-    ///   defaults-plist (with the objects API); `FilePerObjectEngine` is the file half of it.
-    static let pending = ["objects"]
+    static let caskOnly = ["open_nohints", "fillsync_paired", "compact", "compact_put"]
+    /// Allocations per put and per get on the calling thread (a deterministic count).
+    static let allocations = ["allocs_put", "allocs_get"]
+    /// Codable values (issue 4, ``ObjectsSuite``): encode + store and read + decode of a user profile
+    /// with Cask's object API and with the file-per-object and `UserDefaults` alternatives; pure
+    /// encoding and decoding with each coder. `--only objects` names all four.
+    static let objects = ["objects_set", "objects_get", "objects_encode", "objects_decode"]
+    /// Names that stand for several workloads in `--only`.
+    static let groups = ["objects": objects]
+    /// The workloads of the `sync` phase; the objects ones are a phase of their own, the rest the `main` one.
+    static let syncPhase = ["fillsync", "fillsync_paired"]
 
-    static var all: [String] { keyValue + caskOnly + allocations }
+    static var all: [String] { keyValue + caskOnly + allocations + objects }
 }
