@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Sets up and runs Cask's test suite: every test in a debug build, then the concurrency tests
-# again under the thread sanitizer. Ends with one line "N passed, M failed". Usage: Tools/test.sh
+# Sets up and runs Cask's test suite: every test in a debug build; the concurrency tests again
+# under the thread sanitizer; the unit tests again under the address sanitizer; then each fuzz
+# target for 30 s (Tools/fuzz.sh). Ends with one line "N passed, M failed" (a fuzz target counts
+# as one test). Usage: Tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Tools/setup.sh
-main_log=$(mktemp) tsan_log=$(mktemp)
-trap 'rm -f "$main_log" "$tsan_log"' EXIT
+main_log=$(mktemp) tsan_log=$(mktemp) asan_log=$(mktemp) fuzz_log=$(mktemp)
+trap 'rm -f "$main_log" "$tsan_log" "$asan_log" "$fuzz_log"' EXIT
 
 swift build --build-tests
 status=0
 swift test --skip-build --disable-swift-testing 2>&1 | tee "$main_log" || status=$?
 echo "== concurrency tests under the thread sanitizer"
 swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests" 2>&1 | tee "$tsan_log" || status=$?
+echo "== unit tests under the address sanitizer"
+# Everything but the suites that mostly run child processes (crash tests, the tool) and the
+# concurrency tests (the thread sanitizer's). Leak checking is off: swift-corelibs-foundation
+# (Data(contentsOf:)) and the runtime's weak references show up as leaks; memory errors are checked.
+ASAN_OPTIONS=detect_leaks=0 swift test --sanitize=address --scratch-path .build/asan --disable-swift-testing \
+    --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ConcurrencyTests" 2>&1 | tee "$asan_log" || status=$?
+echo "== fuzzing"
+CASK_FUZZ_SCRATCH=.build/fuzz Tools/fuzz.sh --time 30 2>&1 | tee "$fuzz_log" || status=$?
 
 # XCTest prints "Executed N tests, with F failures" per suite and for the whole run; the largest N
 # (and F) of a run is its total, whatever order stdout and stderr interleave in.
@@ -21,11 +31,23 @@ totals() {
 }
 read -r main_executed main_failed <<<"$(totals "$main_log")"
 read -r tsan_executed tsan_failed <<<"$(totals "$tsan_log")"
-executed=$((main_executed + tsan_executed))
-failed=$((main_failed + tsan_failed))
-log="$tsan_log"
-if grep -q "WARNING: ThreadSanitizer" "$log"; then
+read -r asan_executed asan_failed <<<"$(totals "$asan_log")"
+fuzz_passed=$(grep -c "^FUZZ .* crashes=0" "$fuzz_log" || true)
+fuzz_failed=$(grep -c "^FUZZ .* FAILED" "$fuzz_log" || true)
+executed=$((main_executed + tsan_executed + asan_executed + fuzz_passed + fuzz_failed))
+failed=$((main_failed + tsan_failed + asan_failed + fuzz_failed))
+if grep -q "WARNING: ThreadSanitizer" "$tsan_log"; then
     echo "ThreadSanitizer reported a data race"
+    failed=$((failed + 1))
+    status=1
+fi
+if grep -q "ERROR: AddressSanitizer" "$asan_log"; then
+    echo "AddressSanitizer reported a memory error"
+    failed=$((failed + 1))
+    status=1
+fi
+if [[ $((fuzz_passed + fuzz_failed)) -lt 2 ]]; then
+    echo "the fuzz targets did not run"
     failed=$((failed + 1))
     status=1
 fi

@@ -292,7 +292,7 @@ package struct StoreRepair {
         var seq: UInt64
         var valueLength: Int
         var expiresAt: UInt64?
-        var keyChecksum: UInt32
+        var key: [UInt8]
         /// For a batch commit record: the first seq of its batch.
         var batchFirstSeq: UInt64
         /// Why the record cannot be read although its checksum holds (a value that does not decompress).
@@ -362,7 +362,7 @@ package struct StoreRepair {
                 let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
                 records.append(ScannedRecord(
                     offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
-                    valueLength: header.valueLength, expiresAt: header.expiresAt, keyChecksum: CRC32C.checksum(of: key),
+                    valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
                     batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
                     payloadProblem: StoreVerifier.payloadProblem(header, bytes)))
                 meter.advance(to: start + offset + Int64(header.recordLength))
@@ -416,7 +416,7 @@ package struct StoreRepair {
                     let record = records[index]
                     if record.type != entry.type || record.flags != entry.flags || record.seq != entry.seq
                         || record.length != Int64(entry.recordLength) || record.valueLength != entry.valueLength
-                        || record.expiresAt != entry.expiresAt || record.keyChecksum != CRC32C.checksum(of: entry.key) {
+                        || record.expiresAt != entry.expiresAt || !record.key.elementsEqual(entry.key) {
                         mismatch = "the entry for the record at offset \(entry.offset) differs from it"
                     }
                     listed += 1

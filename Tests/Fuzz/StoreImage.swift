@@ -1,0 +1,68 @@
+import Foundation
+
+/// A store directory serialized into one fuzz input, and back.
+///
+/// An image is a run of entries, each `kind: u8, id: u8, length: u16 LE, bytes[length]`
+/// (a last entry shorter than its length keeps what is there). `kind % 4` names the file:
+/// 0 the segment `id % 8 + 1`, 1 its hint file, 2 the `COMPACTION` manifest, 3 a leftover
+/// `.tmp` of that segment. A later entry for the same file replaces an earlier one.
+enum StoreImage {
+    static func files(in image: UnsafeRawBufferPointer) -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        var offset = 0
+        while image.count - offset >= 4 {
+            let kind = image[offset] % 4
+            let id = UInt64(image[offset + 1] % 8) + 1
+            let length = Int(image[offset + 2]) | Int(image[offset + 3]) << 8
+            offset += 4
+            let end = min(image.count, offset + length)
+            let bytes = Array(image[offset..<end])
+            offset = end
+            files[name(kind: kind, id: id)] = bytes
+        }
+        return files
+    }
+
+    /// The image of the store files in `directory` (the lock file and unknown names left out).
+    static func image(ofDirectory directory: String) throws -> [UInt8] {
+        var image: [UInt8] = []
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory).sorted() {
+            guard let (kind, id) = entry(forName: name) else {
+                precondition(name == SegmentName.lockFile, "\(name) has no place in a fuzz image")
+                continue
+            }
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)))
+            precondition(bytes.count <= Int(UInt16.max), "\(name) is too big for a fuzz image")
+            image += [kind, UInt8(id - 1), UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)] + bytes
+        }
+        return image
+    }
+
+    /// Writes `files` into `directory`, which is emptied first.
+    static func materialize(_ files: [String: [UInt8]], in directory: String) {
+        let manager = FileManager.default
+        try? manager.removeItem(atPath: directory)
+        try! manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (name, bytes) in files {
+            precondition(manager.createFile(atPath: directory + "/" + name, contents: Data(bytes)))
+        }
+    }
+
+    private static func name(kind: UInt8, id: UInt64) -> String {
+        switch kind {
+        case 0: SegmentName.segment(id)
+        case 1: SegmentName.hint(id)
+        case 2: CompactionManifest.fileName
+        default: SegmentName.segment(id) + ".tmp"
+        }
+    }
+
+    private static func entry(forName name: String) -> (UInt8, UInt64)? {
+        for id in UInt64(1)...8 {
+            for kind in UInt8(0)...3 where self.name(kind: kind, id: id) == name {
+                return (kind, kind == 2 ? 1 : id)
+            }
+        }
+        return nil
+    }
+}
