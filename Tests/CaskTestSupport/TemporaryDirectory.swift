@@ -5,8 +5,9 @@ import Foundation
 public final class TemporaryDirectory: @unchecked Sendable {
     public let path: String
 
-    public init(_ label: String = "cask-test") {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+    /// `base`: where to create it, instead of `TMPDIR` (or `/tmp`).
+    public init(_ label: String = "cask-test", base: String? = nil) {
+        let base = base ?? ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
         path = base + "/" + label + "-" + UUID().uuidString.prefix(8).lowercased()
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }

@@ -254,9 +254,10 @@ final class FaultInjectionTests: XCTestCase {
         try reopened.close()
     }
 
-    /// `.os` mode: the background hint writer is the first to `fdatasync` a sealed segment. If that
-    /// fails, the kernel may have dropped the data and reports the error only once, so a later
-    /// `fdatasync` would succeed: `sync()` and `close()` must fail rather than claim durability.
+    /// `.os` mode: the background hint writer is the first to `fdatasync` a sealed segment's
+    /// records. If that fails, the kernel may have dropped the data and reports the error only once,
+    /// so a later `fdatasync` would succeed: `sync()` and `close()` must fail rather than claim
+    /// durability.
     func testFailedSyncInTheHintWriterIsNotForgotten() throws {
         let dir = TemporaryDirectory("cask-fault")
         defer { dir.remove() }
@@ -265,7 +266,8 @@ final class FaultInjectionTests: XCTestCase {
         options.fileSystem = fileSystem
         options.maxSegmentSize = 4096
         let first = dir.path + "/" + SegmentName.segment(1)
-        fileSystem.inject(Rule(.fdatasync, path: first, .nth(1), .fail(.ioError)))
+        // The 2nd: the 1st makes the segment's header durable when the store creates it.
+        fileSystem.inject(Rule(.fdatasync, path: first, .nth(2), .fail(.ioError)))
         let store = try CaskStore.open(at: dir.path, options: options)
         var random = SeededGenerator(seed: 12)
         var model: [String: [UInt8]] = [:]

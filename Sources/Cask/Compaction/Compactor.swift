@@ -10,7 +10,8 @@ import Glibc
 ///    A tombstone, or an expired put, is dropped only when no segment outside the inputs can hold an
 ///    older record of its key (every such segment's lowest seq is higher); otherwise it is copied, so
 ///    no deleted key can come back. A crash here leaves `.tmp` files, which the next open deletes.
-/// 2. **Publish.** Each output is synced and renamed to its final name, then the directory is synced,
+/// 2. **Publish.** The inputs and everything written to the store so far are synced (the copy relied
+///    on them), then each output is synced and renamed to its final name, the directory is synced,
 ///    and the outputs get hint files. A crash now leaves inputs and outputs side by side: the outputs
 ///    hold copies (same seq) of records the inputs still hold, so recovery finds the same contents.
 /// 3. **Switch.** The index moves to the copies by compare-and-set: a key written since step 1
@@ -123,6 +124,7 @@ struct Compactor {
                 done += input.writtenLength.load(ordering: .relaxed)
                 progress?(done, result.bytesBefore)
             }
+            try syncWhatTheCopyRelies(on: inputs)
             try publish(outputs)
         } catch {
             discard(outputs)
@@ -238,6 +240,31 @@ struct Compactor {
         }
         output.flushed += Int64(output.buffer.count)
         output.buffer.count = 0
+    }
+
+    /// Between steps 1 and 2: makes durable what the outputs rely on. The inputs, which recovery may
+    /// read beside the outputs; and every record the index pointed at during the copy, since it may
+    /// shadow one the copy dropped. In `.os` and `.buffered` modes the inputs and the active segment
+    /// may not be synced yet (and `.buffered` records may still be in the buffer); in `.fsync` mode a
+    /// write is indexed before its `fdatasync`. Without this a power cut could leave the outputs
+    /// beside inputs missing their tail, or drop a record for a newer one that is then lost: a
+    /// deleted or overwritten value would come back.
+    private func syncWhatTheCopyRelies(on inputs: [SegmentFile]) throws(CaskError) {
+        let files = try writer.withLock { (w) throws(CaskError) -> [SegmentFile] in
+            try w.checkUsable()
+            try w.flush(bufferLimit: options.bufferSize)
+            // Oldest first (inputs not awaiting a sync were synced, or recovered, before the rest).
+            let awaiting = Set(w.unsyncedSealed.map(\.id))
+            return inputs.filter { !awaiting.contains($0.id) } + w.unsyncedSealed + [w.active]
+        }
+        for file in files {
+            do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
+                // The kernel may have dropped the data and reports that only once: stop writing.
+                let failure = CaskError.syncFailed(path: file.path, errno: error)
+                writer.withLock { w in if w.failure == nil { w.failure = failure } }
+                throw failure
+            }
+        }
     }
 
     /// Step 2: headers (the base seq is the lowest seq copied in), sync, rename, directory sync.

@@ -204,6 +204,7 @@ package struct StoreRecovery {
             do {
                 try fileSystem.ftruncate(fd, length: 0)
                 try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+                try fileSystem.fdatasync(fd)  // before any newer segment can exist, as for a new segment
             } catch {
                 throw CaskError.from(error, operation: "rewrite segment header", path: segmentPath)
             }

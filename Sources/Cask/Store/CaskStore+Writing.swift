@@ -155,8 +155,10 @@ extension CaskStore {
     }
 
     /// Seals the active segment and starts the next one. Runs under the writer mutex.
-    /// `followUp`: write the sealed segment's hint and consider a compaction, in the background
-    /// (`compact()` seals without them: it rewrites that segment at once).
+    /// The sealed segment's hint is written in the background; writing it also syncs the segment, so
+    /// that in `.os` and `.buffered` modes sealed segments reach the disk in the order they were
+    /// sealed. `followUp`: consider a compaction, in the background (`compact()` seals without it:
+    /// it compacts at once).
     func rotate(_ w: inout StoreWriter, followUp: Bool = true) throws(CaskError) {
         try w.flush(bufferLimit: options.bufferSize)
         let sealed = w.active
@@ -181,8 +183,8 @@ extension CaskStore {
             stats.fileBytes = w.end
             shared.stats.append(stats)
         }
-        guard followUp else { return }
         if options.writeHints { scheduleHint(for: sealed, length: sealed.writtenLength.load(ordering: .relaxed)) }
+        guard followUp else { return }
         scheduleCompactionIfDue()
     }
 

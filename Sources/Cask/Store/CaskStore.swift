@@ -163,12 +163,11 @@ public final class CaskStore: Sendable {
                 }
                 do throws(CaskError) {
                     try w.flush(bufferLimit: options.bufferSize)
-                    do throws(Errno) { try fileSystem.fdatasync(w.active.fd) } catch {
-                        throw CaskError.syncFailed(path: w.active.path, errno: error)
-                    }
-                    for sealed in w.unsyncedSealed {
-                        do throws(Errno) { try fileSystem.fdatasync(sealed.fd) } catch {
-                            throw CaskError.syncFailed(path: sealed.path, errno: error)
+                    // Oldest first, as in a sync: a power cut in between must not leave newer records
+                    // on disk without older ones.
+                    for file in w.unsyncedSealed + [w.active] {
+                        do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
+                            throw CaskError.syncFailed(path: file.path, errno: error)
                         }
                     }
                     w.unsyncedSealed.removeAll()

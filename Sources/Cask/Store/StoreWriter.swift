@@ -72,6 +72,9 @@ package struct StoreWriter: ~Copyable {
         }
         do {
             try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+            // The header before the name: a segment that a power cut leaves without its header is
+            // damage unless it is the newest, and compaction outputs get newer ids than the active one.
+            try fileSystem.fdatasync(fd)
             try fileSystem.syncDirectory(directory)
         } catch {
             fileSystem.close(fd)
