@@ -150,7 +150,7 @@ final class ToolExportTests: XCTestCase {
         temporary file while it is checked, so that it can be read twice. Shows progress
         on standard error (a bar on a terminal, plain lines otherwise).
 
-        USAGE: cask import <dir> [--input <file>] [--batch-size <n>]
+        USAGE: cask import <dir> [--input <file>] [--batch-size <n>] [--json]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -159,6 +159,7 @@ final class ToolExportTests: XCTestCase {
           --input <file>          Read this file instead of standard input.
           --batch-size <n>        Entries per atomic batch, 1 to 100000 (default 1000);
                                   a batch closes early at 16 MiB of keys and values.
+          --json                  Print JSON instead of text (object keys sorted).
           -h, --help              Show help information.
 
         """#
@@ -193,7 +194,7 @@ final class ToolExportTests: XCTestCase {
             (["dump", dir.path, "--prefix", #"\x"#, "--escaped"], "Error: --prefix has an invalid escape at byte 0"),
             (["export", dir.path, "--output"], "Error: missing value for option '--output <file>'\nUsage: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]\n"),
             (["export", dir.path, "--json"], "Error: unknown option '--json'\n"),
-            (["import", dir.path, "--batch-size", "0"], "Error: --batch-size must be a whole number from 1 to 100000, not '0'\nUsage: cask import <dir> [--input <file>] [--batch-size <n>]\n"),
+            (["import", dir.path, "--batch-size", "0"], "Error: --batch-size must be a whole number from 1 to 100000, not '0'\nUsage: cask import <dir> [--input <file>] [--batch-size <n>] [--json]\n"),
             (["import", dir.path, "--batch-size", "100001"], "Error: --batch-size must be a whole number from 1 to 100000, not '100001'\n"),
             (["import", dir.path, "extra"], "Error: unexpected argument 'extra'\n"),
         ]
@@ -467,8 +468,12 @@ final class ToolExportTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.err)
         XCTAssertEqual(run.stdout, exported, "the same bytes on standard output")
         let piped = copy.appending("piped")
-        run = try cask(["import", piped], stdin: run.stdout)
+        run = try cask(["import", piped, "--json"], stdin: run.stdout)
         XCTAssertEqual(run.status, 0, run.err)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], run.out)
+        XCTAssertEqual(report["entries"] as? Int, expected.count)
+        XCTAssertEqual(report["batches"] as? Int, (expected.count + 999) / 1000)
+        XCTAssertEqual(report["directory"] as? String, piped)
         XCTAssertEqual(try contents(of: piped), expected)
         XCTAssertEqual(try cask(["export", piped]).stdout, exported, "a second round trip changes nothing")
 

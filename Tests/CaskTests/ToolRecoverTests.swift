@@ -162,17 +162,18 @@ final class ToolRecoverTests: XCTestCase {
         1) while another process has the store open for writing. Everything is on disk
         (fdatasync) when the command exits.
 
-        USAGE: cask import-defaults <dir> <plist> [--prefix <prefix>] [--coder <coder>]
+        USAGE: cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]
 
         ARGUMENTS:
           <dir>                   The store directory.
           <plist>                 The property-list file to import.
 
         OPTIONS:
-          --prefix <prefix>       Put this before each entry's name to make its key
+          --prefix <p>            Put <p> before each entry's name to make its key
                                   (default: none).
-          --coder <coder>         The object coder for the values: binary (the default,
-                                  as the store's), json or plist.
+          --coder <c>             The object coder <c> for the values: binary (the
+                                  default, as the store's), json or plist.
+          --json                  Print JSON instead of text (object keys sorted).
           -h, --help              Show help information.
 
         """
@@ -788,6 +789,17 @@ final class ToolRecoverTests: XCTestCase {
         defer { try? reopened.close() }
         guard case .real(let nan)? = try reopened.get(PropertyListValue.self, forKey: "b:not-a-number") else { return XCTFail("no NaN") }
         XCTAssertTrue(nan.isNaN)
+
+        // --json: the same report, machine-readable.
+        run = try cask(["import-defaults", directory, file, "--prefix", "j:", "--json"])
+        XCTAssertEqual(run.status, 65, run.err)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], run.out)
+        XCTAssertEqual(report["imported"] as? Int, 3)
+        XCTAssertEqual(report["coder"] as? String, "binary")
+        XCTAssertEqual(report["prefix"] as? String, "j:")
+        let skipped = try XCTUnwrap(report["skipped"] as? [[String: Any]])
+        XCTAssertEqual(skipped.compactMap { $0["name"] as? String }.filter { !$0.hasPrefix("kkk") }, ["nested-too-big", "too-big-integer"])
+        XCTAssertEqual(skipped.count, 3)
     }
 
     /// What JSONEncoder says about a value it cannot encode (the text differs between Foundation versions).

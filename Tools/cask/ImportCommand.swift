@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask import <dir> [--input <file>] [--batch-size <n>]`
+/// `cask import <dir> [--input <file>] [--batch-size <n>] [--json]`
 struct ImportCommand: Subcommand {
     static let help = CommandHelp(
         name: "import",
@@ -16,6 +16,7 @@ struct ImportCommand: Subcommand {
             .init(name: "input", valueName: "file", help: "Read this file instead of standard input."),
             .init(name: "batch-size", valueName: "n",
                   help: "Entries per atomic batch, 1 to \(maxBatchSize) (default \(defaultBatchSize)); a batch closes early at \(batchByteLimit >> 20) MiB of keys and values."),
+            StoreAccess.jsonFlag,
         ])
 
     static let defaultBatchSize = 1000
@@ -26,9 +27,11 @@ struct ImportCommand: Subcommand {
     let directory: String
     let inputPath: String?
     let batchSize: Int
+    let json: Bool
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
+        json = arguments.flag("json")
         inputPath = try arguments.option("input").map { (bytes) throws(ToolError) in
             guard let path = String(validating: bytes, as: UTF8.self), !path.isEmpty else {
                 throw .usage("--input must name a file (a UTF-8 path)")
@@ -66,8 +69,19 @@ struct ImportCommand: Subcommand {
             throw error
         }
         try StoreAccess.close(store)
-        output.line("imported \(Self.count(checked.entries, "entry", "entries")) from \(input.name) into \(directory) in \(Self.count(batches, "batch", "batches"))")
+        if json {
+            try output.json(Report(directory: directory, input: input.name, entries: checked.entries, batches: batches))
+        } else {
+            output.line("imported \(Self.count(checked.entries, "entry", "entries")) from \(input.name) into \(directory) in \(Self.count(batches, "batch", "batches"))")
+        }
         return .success
+    }
+
+    struct Report: Encodable {
+        var directory: String
+        var input: String
+        var entries: Int
+        var batches: Int
     }
 
     /// Reads every line and checks it, writing nothing: the first malformed line is a data error.

@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask import-defaults <dir> <plist> [--prefix <prefix>] [--coder <coder>]`
+/// `cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]`
 struct ImportDefaultsCommand: Subcommand {
     static let help = CommandHelp(
         name: "import-defaults",
@@ -16,17 +16,20 @@ struct ImportDefaultsCommand: Subcommand {
             .init(name: "plist", help: "The property-list file to import."),
         ],
         options: [
-            .init(name: "prefix", valueName: "prefix", help: "Put this before each entry's name to make its key (default: none)."),
-            .init(name: "coder", valueName: "coder", help: "The object coder for the values: binary (the default, as the store's), json or plist."),
+            .init(name: "prefix", valueName: "p", help: "Put <p> before each entry's name to make its key (default: none)."),
+            .init(name: "coder", valueName: "c", help: "The object coder <c> for the values: binary (the default, as the store's), json or plist."),
+            StoreAccess.jsonFlag,
         ])
 
     let directory: String
     let file: String
     let prefix: String
     let coder: ObjectCoder
+    let json: Bool
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
+        json = arguments.flag("json")
         file = try arguments.path("plist")
         if let bytes = arguments.option("prefix") {
             guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -44,9 +47,18 @@ struct ImportDefaultsCommand: Subcommand {
         }
     }
 
-    private struct Skipped {
+    private struct Skipped: Encodable {
         var name: String
         var reason: String
+    }
+
+    private struct Report: Encodable {
+        var directory: String
+        var file: String
+        var coder: String
+        var prefix: String
+        var imported: Int
+        var skipped: [Skipped]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -87,6 +99,11 @@ struct ImportDefaultsCommand: Subcommand {
                 throw .store(error)
             }
             try StoreAccess.close(store)
+        }
+        if json {
+            try output.json(Report(directory: directory, file: file, coder: Self.coderName(coder), prefix: prefix,
+                                   imported: batch.count, skipped: skipped))
+            return skipped.isEmpty ? .success : .dataError
         }
         let keys = prefix.isEmpty ? "keys are the entry names" : "keys '\(KeyEscaping.escape(Array(prefix.utf8)))' + entry name"
         output.line("Imported \(batch.count) entr\(batch.count == 1 ? "y" : "ies") from \(file) into \(directory) (\(Self.coderName(coder)) coder, \(keys)).")
