@@ -5,6 +5,8 @@
 #   Tools/fuzz.sh                        # every target, 60 s each
 #   Tools/fuzz.sh --time 3600            # longer runs
 #   Tools/fuzz.sh --target object-decoder
+#   Tools/fuzz.sh --runs 1500            # a fixed number of inputs per target, from a fixed seed
+#   Tools/fuzz.sh --ci                   # what Tools/test.sh runs: fixed counts, about 30 s a target
 #   Tools/fuzz.sh --write-seeds          # regenerate Tests/Fuzz/Corpus from the seed writers
 #
 # The binary is built from Tests/Fuzz/*.swift together with the library's sources, with
@@ -17,14 +19,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=60
+runs=""
+ci=0
 only=""
 write_seeds=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --time) seconds="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --ci) ci=1; shift ;;
     --target) only="$2"; shift 2 ;;
     --write-seeds) write_seeds=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "Error: unknown argument '$1'" >&2; exit 64 ;;
   esac
 done
@@ -56,18 +62,31 @@ for target in store-image object-decoder; do
   corpus="$scratch/corpus-$target"
   log="$scratch/$target.log"
   mkdir -p "$corpus"
-  echo "== $target: fuzzing for ${seconds}s" >&2
+  # CI: a fixed number of inputs from a fixed seed, so that a run is reproducible (and cannot fail
+  # by chance); about 30 s each on a 2-core machine.
+  declare -A ci_runs=([store-image]=1500 [object-decoder]=300000)
+  [[ $ci == 1 ]] && runs="${ci_runs[$target]}"
+  if [[ -n "$runs" ]]; then
+    limit=(-runs="$runs" -seed=1)
+    echo "== $target: fuzzing $runs inputs" >&2
+  else
+    limit=(-max_total_time="$seconds")
+    echo "== $target: fuzzing for ${seconds}s" >&2
+  fi
   # -rss_limit_mb / -malloc_limit_mb: a length field must never make us allocate without bound.
   # -timeout: an input that takes over 10 s is a hang.
+  started=$SECONDS
   if CASK_FUZZ_TARGET=$target "$binary" "$corpus" "$seeds" \
-      -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+      "${limit[@]}" -max_len=65536 -timeout=10 \
       -rss_limit_mb=2048 -malloc_limit_mb=512 \
       -artifact_prefix="$scratch/$target-" -print_final_stats=1 >"$log" 2>&1; then
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    elapsed=$((SECONDS - started))
+    executed=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-    echo "FUZZ target=$target seconds=$seconds runs=$runs coverage=$coverage crashes=0"
+    echo "FUZZ target=$target seconds=$elapsed runs=$executed coverage=$coverage crashes=0"
   else
-    echo "FUZZ target=$target seconds=$seconds FAILED (log: $log)"
+    elapsed=$((SECONDS - started))
+    echo "FUZZ target=$target seconds=$elapsed FAILED (log: $log)"
     grep -E "ERROR|Fatal error|SUMMARY|Test unit written" "$log" | head -20 >&2 || true
     status=1
   fi
