@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A fresh directory under the system temporary directory, removed when `remove()` is called
 /// (tests call it in `defer`/`tearDown`). Set `CASK_KEEP_TEST_DIRS=1` to keep them for inspection.
@@ -15,8 +16,13 @@ public final class TemporaryDirectory: @unchecked Sendable {
     /// A path inside the directory (not created).
     public func appending(_ name: String) -> String { path + "/" + name }
 
+    /// Leaves the directory in place from now on (for a failure to inspect).
+    public func keep() { kept.withLock { $0 = true } }
+
+    private let kept = Mutex(false)
+
     public func remove() {
-        if ProcessInfo.processInfo.environment["CASK_KEEP_TEST_DIRS"] == nil {
+        if ProcessInfo.processInfo.environment["CASK_KEEP_TEST_DIRS"] == nil && !kept.withLock({ $0 }) {
             try? FileManager.default.removeItem(atPath: path)
         }
     }

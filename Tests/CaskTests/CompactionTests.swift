@@ -156,6 +156,67 @@ final class CompactionTests: XCTestCase {
         try again.close()
     }
 
+    // MARK: Damage
+
+    /// Damage the open did not see (it trusted the segment's hint file) stops compaction only for that
+    /// segment: it is reported, left byte for byte as it was and skipped from then on; every other
+    /// segment is compacted, and every intact value still reads.
+    func testDamageFoundWhileCompactingLeavesThatSegmentAndCompactsTheRest() throws {
+        let dir = TemporaryDirectory("cask-compaction-damage")
+        defer { dir.remove() }
+        let options = options(segment: 4096)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var random = SeededGenerator(seed: 11)
+        do {
+            let store = try CaskStore.open(at: dir.path, options: options)
+            for i in 0..<60 {
+                let value = random.bytes(200)
+                try store.put("key-\(i)", value)
+                model[Array("key-\(i)".utf8)] = value
+            }
+            try store.close()  // every sealed segment has its hint; the open will not scan them
+        }
+        // A byte in the middle of the first segment's second record: its checksum no longer holds.
+        let first = dir.appending(SegmentName.segment(1))
+        var records: [InspectedRecord] = []
+        try CaskStore.inspect(at: dir.path, segment: 1) { item in
+            if case .record(let record) = item { records.append(record) }
+        }
+        XCTAssertGreaterThan(records.count, 3)
+        let damaged = records[1]
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: first)))
+        bytes[Int(damaged.offset) + damaged.bytes / 2] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: first))
+        let damagedKey = damaged.key
+
+        let store = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertEqual(store.recoveryReport.corruptRanges, [], "the open read hints: it cannot see the damage")
+        // Every segment gets dead records, the damaged one included.
+        for i in stride(from: 0, to: 60, by: 2) {
+            let value = random.bytes(200)
+            try store.put("key-\(i)", value)
+            model[Array("key-\(i)".utf8)] = value
+        }
+        if (try? store.get(damagedKey)) == nil { model[damagedKey] = nil }  // unreadable unless overwritten since
+        let segmentsBefore = try store.statistics().segments.map(\.id)
+        let result = try store.compact()
+        XCTAssertEqual(result.damage.map(\.file), [first], "\(result)")
+        XCTAssertEqual(result.damage.first?.offset, Int64(damaged.offset))
+        XCTAssertGreaterThan(result.segmentsCompacted, 1, "the other segments were compacted")
+        let after = try store.statistics().segments
+        XCTAssertTrue(after.contains { $0.id == 1 && $0.damaged }, "\(after)")
+        XCTAssertFalse(after.contains { $0.id != 1 && segmentsBefore.contains($0.id) && $0.sealed && $0.deadBytes > 0 }, "\(after)")
+        XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: first))), bytes, "the damaged segment was changed")
+        for (key, value) in model {
+            XCTAssertEqual(try store.get(key), value, String(decoding: key, as: UTF8.self))
+        }
+        // Known now: the next compaction skips it and reports nothing new.
+        try store.put("key-1", random.bytes(200))
+        XCTAssertEqual(try store.compact().damage, [])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: first))
+        try store.close()
+    }
+
     // MARK: Online, against a model
 
     /// Random puts and deletes from a writer thread while compactions run and the store is reopened
@@ -324,6 +385,7 @@ final class CompactionTests: XCTestCase {
         if !reopened.recoveryReport.corruptRanges.isEmpty {
             return FaultRun(trace: trace, failure: "damage after reopen: \(reopened.recoveryReport)")
         }
+        reopened.backgroundWork.wait()  // the hints it writes go through temporary files too
         let names = try FileManager.default.contentsOfDirectory(atPath: path)
         if let leftover = names.first(where: { $0.hasSuffix(".tmp") || $0 == CompactionManifest.fileName }) {
             return FaultRun(trace: trace, failure: "\(leftover) left after reopen")

@@ -77,7 +77,11 @@ final class CrashTests: XCTestCase {
         var random = SeededGenerator.fromEnvironment(fallback: UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000)
         print("CrashTests(\(label)): seed \(random.seed) (CASK_TEST_SEED=\(random.seed) replays the kill delays), \(rounds) rounds")
         var directory = TemporaryDirectory("cask-crash")
-        defer { directory.remove() }
+        var keepForInspection = false
+        defer { if !keepForInspection { directory.remove() } }
+        // CASK_CRASH_SNAPSHOTS=1: copy the store before each round, so that a failing round can be
+        // replayed from the state it started from (kept, with its log, when the round fails).
+        let snapshots = ProcessInfo.processInfo.environment["CASK_CRASH_SNAPSHOTS"] == "1"
         var model: [String: UInt64] = [:]  // key -> version of its value; absent keys are absent
         var totals = (acknowledged: 0, truncations: 0, killedBeforeOpen: 0)
 
@@ -92,7 +96,12 @@ final class CrashTests: XCTestCase {
             // so versions (seed << 32 | n) grow too.
             let seed = (seedBase + (random.seed % 1000) * 1000 + UInt64(round) + 1)
             let ackPath = directory.path + ".ack\(round)"
-            defer { try? FileManager.default.removeItem(atPath: ackPath) }
+            defer { if !keepForInspection { try? FileManager.default.removeItem(atPath: ackPath) } }
+            let snapshotPath = directory.path + ".before"
+            if snapshots {
+                try? FileManager.default.removeItem(atPath: snapshotPath)
+                try FileManager.default.copyItem(atPath: directory.path, toPath: snapshotPath)
+            }
             let delay = UInt32.random(in: 10_000...300_000, using: &random)
 
             let process = Process()
@@ -137,7 +146,13 @@ final class CrashTests: XCTestCase {
             for failure in failures.prefix(20) {
                 XCTFail("round \(round) (\(durability), \(threads) threads, seed \(seed), killed after \(delay / 1000) ms): \(failure)")
             }
-            if !failures.isEmpty { return }
+            if !failures.isEmpty {
+                keepForInspection = true
+                directory.keep()
+                print("CrashTests(\(label)): kept the store \(directory.path), its log \(ackPath)"
+                      + (snapshots ? " and the store before the round \(snapshotPath)" : ""))
+                return
+            }
         }
         print("CrashTests(\(label)): \(totals.acknowledged) acknowledged operations, \(totals.truncations) torn tails cut, "
               + "\(totals.killedBeforeOpen) rounds killed before the store was open")

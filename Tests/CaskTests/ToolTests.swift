@@ -304,6 +304,39 @@ final class ToolTests: XCTestCase {
         XCTAssertEqual(try cask(["verify", dir.path]).status, 0)
     }
 
+    /// Damage behind a valid hint file (so the open cannot see it): `compact` compacts the rest,
+    /// prints where the damage is, leaves that segment alone, and exits 65.
+    func testCompactReportsDamageItFindsAndExits65() throws {
+        let dir = TemporaryDirectory("cask-tool-compact-damage")
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4096
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: 4)
+        for round in 0..<3 {
+            for user in 0..<20 { try store.put("user/\(user)", Array("round \(round) ".utf8) + random.bytes(200)) }
+        }
+        try store.close()
+        let first = dir.appending(SegmentName.segment(1))
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: first)))
+        bytes[SegmentHeader.length + 20] ^= 0xFF  // inside the first record
+        try Data(bytes).write(to: URL(fileURLWithPath: first))
+
+        var run = try cask(["compact", dir.path, "--json"])
+        XCTAssertEqual(run.status, 65, run.err)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+        let damage = try XCTUnwrap(report["damage"] as? [[String: Any]])
+        XCTAssertEqual(damage.map { $0["file"] as? String }, [first])
+        XCTAssertEqual(damage.first?["offset"] as? Int, SegmentHeader.length)
+        XCTAssertGreaterThan(report["segmentsCompacted"] as? Int ?? 0, 0)
+        XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: first))), bytes)
+
+        run = try cask(["compact", dir.path])
+        XCTAssertEqual(run.status, 65, run.err)  // a new open: the hint still hides it, compaction finds it again
+        XCTAssertTrue(run.out.contains("damaged, left as it is: \(first) bytes \(SegmentHeader.length)..<"), run.out)
+        XCTAssertTrue(run.out.contains("run 'cask recover \(dir.path)'"), run.out)
+    }
+
     func testPutGetRoundTripsBinaryValuesAndKeys() throws {
         let dir = TemporaryDirectory("cask-tool")
         var rng = SeededGenerator(seed: 7)

@@ -11,6 +11,9 @@ extension CaskStore {
         public var recordsCopied = 0
         public var recordsDropped = 0
         public var milliseconds: UInt64 = 0
+        /// Damage found in segments chosen for compaction: each such segment was left as it is (and
+        /// is skipped by later compactions of this open store); `cask recover` repairs it.
+        public var damage: [RecoveryReport.CorruptRange] = []
 
         public init() {}
     }
@@ -20,7 +23,9 @@ extension CaskStore {
     ///
     /// Reads and writes continue meanwhile (a write racing the compaction always wins). A crash at
     /// any instant leaves the store opening to its state before or after, with every acknowledged
-    /// write. Segments with damage are left alone. One compaction runs at a time; a second call waits.
+    /// write. Segments with damage are left alone: those the open found, and those this call finds
+    /// (listed in the result's ``CompactionResult/damage``; the rest is compacted all the same).
+    /// One compaction runs at a time; a second call waits.
     /// Complexity: one sequential read of the segments compacted and one write of their live records.
     ///
     /// `progress`, if given, is called on the calling thread as the segments are read, with the bytes

@@ -102,9 +102,38 @@ struct Compactor {
 
     // MARK: Running
 
+    /// Compacts the segments `selection` picks. An input found damaged on the way (damage the open
+    /// did not see: it read a hint file, or the bytes went bad since) stops that attempt before
+    /// anything is published; the segment is marked damaged, so that no compaction reads it again
+    /// until a repair, and the others are compacted without it. The damage is in the result.
     func run(_ selection: Selection, progress: ((Int64, Int64) -> Void)? = nil) throws(CaskError) -> CaskStore.CompactionResult {
         let started = CaskStore.nowMilliseconds()
-        guard let (inputs, dropBelow) = select(selection) else { return CaskStore.CompactionResult() }
+        var damage: [RecoveryReport.CorruptRange] = []
+        while true {
+            switch try attempt(selection, progress: progress) {
+            case .done(var result):
+                result.damage = damage
+                result.milliseconds = CaskStore.nowMilliseconds() - started
+                return result
+            case .damaged(let input, let range):
+                // Marked damaged, a segment is never selected again: this loop ends.
+                guard !damage.contains(where: { $0.file == input.path }) else {
+                    throw CaskError.corruptRecord(path: input.path, offset: range.offset, reason: range.reason)
+                }
+                damage.append(range)
+                state.write { shared in shared.stats.update(input.id) { $0.damaged = true } }
+            }
+        }
+    }
+
+    private enum Attempt {
+        case done(CaskStore.CompactionResult)
+        /// Nothing was changed: `input` holds `range`.
+        case damaged(SegmentFile, RecoveryReport.CorruptRange)
+    }
+
+    private func attempt(_ selection: Selection, progress: ((Int64, Int64) -> Void)?) throws(CaskError) -> Attempt {
+        guard let (inputs, dropBelow) = select(selection) else { return .done(CaskStore.CompactionResult()) }
         var result = CaskStore.CompactionResult()
         result.segmentsCompacted = inputs.count
         result.bytesBefore = inputs.reduce(0) { $0 + $1.writtenLength.load(ordering: .relaxed) }
@@ -118,9 +147,12 @@ struct Compactor {
             var done: Int64 = 0
             progress?(0, result.bytesBefore)
             for input in inputs {
-                try copyLive(
+                if let damage = try copyLive(
                     from: input, dropBelow: dropBelow, now: now, outputs: &outputs, moves: &moves, keys: &keys,
-                    expired: &expiredToForget, result: &result)
+                    expired: &expiredToForget, result: &result) {
+                    discard(outputs)
+                    return .damaged(input, damage)
+                }
                 done += input.writtenLength.load(ordering: .relaxed)
                 progress?(done, result.bytesBefore)
             }
@@ -139,15 +171,15 @@ struct Compactor {
         try retire(inputs)
         result.segmentsWritten = outputs.count
         result.bytesAfter = outputs.reduce(0) { $0 + $1.length }
-        result.milliseconds = CaskStore.nowMilliseconds() - started
-        return result
+        return .done(result)
     }
 
-    /// Step 1 for one input.
+    /// Step 1 for one input. Returns the first damaged range found in it, if any (the copy is then
+    /// incomplete and must be discarded).
     private func copyLive(
         from input: SegmentFile, dropBelow: UInt64, now: UInt64, outputs: inout [Output], moves: inout [Move],
         keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
-    ) throws(CaskError) {
+    ) throws(CaskError) -> RecoveryReport.CorruptRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
         var scanner = SegmentScanner(fd: input.fd, path: input.path, fileLength: length, fileSystem: fileSystem)
         var damage: SegmentScanner.CorruptRange?
@@ -155,7 +187,7 @@ struct Compactor {
         _ = try scanner.scan(
             from: Int64(SegmentHeader.length),
             onRecord: { offset, header, bytes in
-                guard failure == nil else { return }
+                guard failure == nil, damage == nil else { return }
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
                 let location = RecordLocation(segmentID: UInt32(input.id), offset: UInt32(offset), length: UInt32(header.recordLength))
                 let current = state.read { $0.index.lookup(key) }
@@ -205,10 +237,7 @@ struct Compactor {
             },
             onCorrupt: { range in damage = damage ?? range })
         if let failure { throw failure }
-        if let damage {
-            // Damage found since the store opened: leave this segment (and everything) as it is.
-            throw CaskError.corruptRecord(path: input.path, offset: damage.offset, reason: damage.reason + " (compaction stopped; nothing was changed)")
-        }
+        return damage.map { .init(file: input.path, offset: $0.offset, length: $0.length, reason: $0.reason) }
     }
 
     /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
