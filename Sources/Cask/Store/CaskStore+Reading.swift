@@ -76,26 +76,13 @@ extension CaskStore {
 
     /// The value of `key` and the expiry of the record it comes from, or nil when it is absent or expired.
     func readRecord(key: UnsafeRawBufferPointer) throws(CaskError) -> ValueAndExpiry? {
-        let found = try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
-            if shared.closed { throw CaskError.closed }
-            guard let location = shared.index.lookup(key), let file = shared.segments[location.segmentID] else { return nil }
-            return (location, file)
-        }
-        guard let (location, file) = found else { return nil }
+        guard let (location, file) = try locate(key: key) else { return nil }
         let end = Int64(location.offset) + Int64(location.length)
-        if end > file.writtenLength.load(ordering: .acquiring), let writer {
-            // Still in the write buffer (buffered mode): decode it there, under the writer mutex.
-            let buffered: Result<ValueAndExpiry?, CaskError>? = writer.withLock { w in
-                guard w.active === file, Int64(location.offset) >= w.flushed else { return nil }
-                let start = Int(Int64(location.offset) - w.flushed)
-                return w.buffer.withUnsafeBytes { buffer in
-                    Result { () throws(CaskError) in
-                        try Self.decodeRecord(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + Int(location.length))]),
-                                             key: key, file: file, offset: location.offset)
-                    }
-                }
-            }
-            if let buffered { return try buffered.get() }
+        if end > file.writtenLength.load(ordering: .acquiring),
+           let buffered = withBufferedRecord(location, in: file, { record in
+               Result { () throws(CaskError) in try Self.decodeRecord(record, key: key, file: file, offset: location.offset) }
+           }) {
+            return try buffered.get()
         }
         // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
         if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
@@ -108,10 +95,47 @@ extension CaskStore {
         }
     }
 
-    /// Validates a whole record and returns its value and expiry (nil if it has expired).
-    static func decodeRecord(
+    /// Where the latest record of `key` is, with its segment file, or nil when the key is absent.
+    ///
+    /// The caller holds the file while it reads: a compaction that retires the segment meanwhile
+    /// then cannot close its descriptor or release its mapping.
+    func locate(key: UnsafeRawBufferPointer) throws(CaskError) -> (RecordLocation, SegmentFile)? {
+        try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
+            if shared.closed { throw CaskError.closed }
+            guard let location = shared.index.lookup(key), let file = shared.segments[location.segmentID] else { return nil }
+            return (location, file)
+        }
+    }
+
+    /// Calls `body` with the bytes of the record at `location` of `file` if they are still in the
+    /// write buffer (`.buffered` mode, not flushed yet); nil when they are not there.
+    ///
+    /// `body` runs under the writer mutex: it must be short and must not call the store.
+    func withBufferedRecord<R>(_ location: RecordLocation, in file: SegmentFile, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        guard let writer else { return nil }
+        return writer.withLock { w in
+            guard w.active === file, Int64(location.offset) >= w.flushed else { return nil }
+            let start = Int(Int64(location.offset) - w.flushed)
+            return w.buffer.withUnsafeBytes { buffer in
+                body(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + Int(location.length))]))
+            }
+        }
+    }
+
+    /// A record that passed ``validateRecord(_:key:file:offset:)``: its header, and views of its key
+    /// and payload inside the bytes it was validated in.
+    struct ValidRecord {
+        var header: RecordHeader
+        var key: UnsafeRawBufferPointer
+        /// The value as stored: LZ4-compressed when `header.isCompressed`.
+        var payload: UnsafeRawBufferPointer
+    }
+
+    /// Validates a whole record read for `key` through the index: checksum, lengths, type, key.
+    /// Returns nil when the record has expired.
+    static func validateRecord(
         _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
-    ) throws(CaskError) -> ValueAndExpiry? {
+    ) throws(CaskError) -> ValidRecord? {
         let header: RecordHeader
         switch RecordHeader.validate(record) {
         case .success(let valid): header = valid
@@ -128,16 +152,36 @@ extension CaskStore {
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return nil }
         let payloadStart = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
-        guard header.isCompressed else { return (Array(payload), header.expiresAt) }
-        var ok = true
-        let value = [UInt8](unsafeUninitializedCapacity: header.valueLength) { buffer, initialized in
-            ok = LZ4Decompressor.decompress(payload, into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = ok ? header.valueLength : 0
+        return ValidRecord(header: header, key: storedKey, payload: payload)
+    }
+
+    /// Decompresses the payload of a valid compressed record into `destination`, which holds
+    /// exactly `header.valueLength` bytes.
+    static func expand(_ record: ValidRecord, into destination: UnsafeMutableRawBufferPointer, file: SegmentFile, offset: UInt32) throws(CaskError) {
+        guard LZ4Decompressor.decompress(record.payload, into: destination) else {
+            throw CaskError.corruptRecord(
+                path: file.path, offset: Int64(offset), reason: "LZ4 payload does not expand to \(record.header.valueLength) bytes")
         }
-        guard ok else {
-            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "LZ4 payload does not expand to \(header.valueLength) bytes")
+    }
+
+    /// Validates a whole record and returns its value and expiry (nil if it has expired).
+    static func decodeRecord(
+        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
+    ) throws(CaskError) -> ValueAndExpiry? {
+        guard let valid = try validateRecord(record, key: key, file: file, offset: offset) else { return nil }
+        guard valid.header.isCompressed else { return (Array(valid.payload), valid.header.expiresAt) }
+        var failure: CaskError?
+        let value = [UInt8](unsafeUninitializedCapacity: valid.header.valueLength) { buffer, initialized in
+            do throws(CaskError) {
+                try expand(valid, into: UnsafeMutableRawBufferPointer(buffer), file: file, offset: offset)
+                initialized = valid.header.valueLength
+            } catch {
+                failure = error
+                initialized = 0
+            }
         }
-        return (value, header.expiresAt)
+        if let failure { throw failure }
+        return (value, valid.header.expiresAt)
     }
 
     @usableFromInline

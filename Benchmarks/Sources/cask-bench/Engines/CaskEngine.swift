@@ -52,12 +52,12 @@ final class CaskEngine: Engine {
         return try value.withUnsafeBytes(body)
     }
 
-    /// Cask has no iterator: a user visits every entry with `keys()` (sorted) and one `get` each.
+    /// `forEach`: a snapshot of the index sorted into storage order, each record read once from
+    /// its segment's mapping, checksummed and expanded into a reused buffer.
     func scan(_ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
         var count = 0
-        for key in try store.keys() {
-            guard let value = try store.get(key) else { continue }
-            key.withUnsafeBytes { key in value.withUnsafeBytes { visit(key, $0) } }
+        try store.forEach { key, value in
+            visit(key, value)
             count += 1
         }
         return count
