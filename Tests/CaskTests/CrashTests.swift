@@ -68,6 +68,44 @@ final class CrashTests: XCTestCase {
         XCTAssertFalse(check(["a": a12, "b": b5], allAcknowledgedSurvive: false).isEmpty)
     }
 
+    /// Two versions of a key can have the same value (about one put in 2001 is empty). The checker
+    /// once took a found value for whichever matching version it met first, and reported acknowledged
+    /// writes lost that were not (three times, in long runs): it must compare values.
+    func testCheckerComparesValuesNotVersions() throws {
+        // Per key: two versions with empty values (before the run, and the run's last put), and v1, not empty.
+        let keys: [(key: String, before: UInt64, last: UInt64)] = [
+            ("e0", 679, 3339), ("e1", 9810, 11148), ("e2", 1837, 4253), ("e3", 425, 3691),
+            ("e4", 60, 138), ("e5", 999, 1132), ("e6", 695, 2596), ("e7", 2889, 5985),
+        ]
+        for (key, before, last) in keys {
+            XCTAssertEqual(crashValue(key: key, version: before), [], key)
+            XCTAssertEqual(crashValue(key: key, version: last), [], key)
+            XCTAssertFalse(crashValue(key: key, version: 1).isEmpty, key)
+        }
+        let dir = TemporaryDirectory("cask-ack-check")
+        defer { dir.remove() }
+        let path = dir.appending("ack")
+        func check(lines: [String], found: [String: [UInt8]]) throws -> (failures: [String], model: [String: UInt64]) {
+            try (["S 1"] + lines).map { $0 + "\n" }.joined().write(toFile: path, atomically: false, encoding: .utf8)
+            var model = Dictionary(uniqueKeysWithValues: keys.map { ($0.key, $0.before) })
+            let failures = try AckLog(path: path).check(found: found, model: &model, allAcknowledgedSurvive: true)
+            return (failures, model)
+        }
+        let empty = Dictionary(uniqueKeysWithValues: keys.map { ($0.key, [UInt8]()) })
+        // Each key: put v1, then its empty last version. Empty is what must be found; a guess between
+        // the two empty versions (8 keys: right every time with odds of 1 in 256) is not enough.
+        let putOneThenLast = keys.flatMap { ["I 0 P \($0.key) 1", "A 0 P \($0.key) 1", "I 0 P \($0.key) \($0.last)", "A 0 P \($0.key) \($0.last)"] }
+        let run = try check(lines: putOneThenLast, found: empty)
+        XCTAssertEqual(run.failures, [])
+        XCTAssertEqual(run.model, Dictionary(uniqueKeysWithValues: keys.map { ($0.key, $0.last) }))
+        XCTAssertFalse(try check(lines: putOneThenLast, found: empty.mapValues { _ in [1] }).failures.isEmpty)
+        // The other way round: the last put is v1, so an empty value is a lost write.
+        let putLastThenOne = keys.flatMap { ["I 0 P \($0.key) \($0.last)", "A 0 P \($0.key) \($0.last)", "I 0 P \($0.key) 1", "A 0 P \($0.key) 1"] }
+        XCTAssertEqual(try check(lines: putLastThenOne, found: empty).failures.count, keys.count)
+        let ones = Dictionary(uniqueKeysWithValues: keys.map { ($0.key, crashValue(key: $0.key, version: 1)) })
+        XCTAssertEqual(try check(lines: putLastThenOne, found: ones).failures, [])
+    }
+
     // MARK: Rounds
 
     private func runRounds(
@@ -245,10 +283,11 @@ struct AckLog {
     /// The store holds a prefix of each thread's operations (each key belongs to one thread, and
     /// a thread's operations are sequential). When `allAcknowledgedSurvive`, that prefix holds
     /// every acknowledged operation (and maybe the one in flight); otherwise it can be any prefix.
-    /// Returns the failures.
+    /// Values are compared, not versions: two versions of a key can have the same value (0 to 2000
+    /// bytes: about one put in 2001 is empty), and then either explains it. Returns the failures.
     func check(found: [String: [UInt8]], model: inout [String: UInt64], allAcknowledgedSurvive: Bool) -> [String] {
         var failures = problems
-        var identified: [String: UInt64] = [:]  // key -> version of the value found
+        var matching: [String: Set<UInt64>] = [:]  // key -> the versions whose value is the one found
         var keysOfThreads = Set<String>()
         for operations in threads.values { for operation in operations { keysOfThreads.formUnion(operation.keys) } }
 
@@ -257,34 +296,45 @@ struct AckLog {
             var candidates = Set<UInt64>()
             if let before = model[key] { candidates.insert(before) }
             for operations in threads.values { for operation in operations where operation.isPut && operation.keys.contains(key) { candidates.insert(operation.version) } }
-            guard let version = candidates.first(where: { crashValue(key: key, version: $0) == value }) else {
+            let versions = candidates.filter { crashValue(key: key, version: $0) == value }
+            if versions.isEmpty {
                 failures.append("\(key) holds \(value.count) bytes that the writer never wrote for it")
                 continue
             }
-            identified[key] = version
+            matching[key] = versions
+        }
+        /// Whether `state` (a version, or nil for absent) is what was found for `key`.
+        func explains(_ state: UInt64?, _ key: String) -> Bool {
+            guard let state else { return found[key] == nil }
+            return matching[key]?.contains(state) ?? false
+        }
+        func describe(_ key: String) -> String {
+            guard found[key] != nil else { return "nothing" }
+            guard let versions = matching[key] else { return "an unknown value" }
+            return versions.sorted().map { "v\($0)" }.joined(separator: " or ")
         }
 
+        var next = model
         for (thread, operations) in threads.sorted(by: { $0.key < $1.key }) {
             let acknowledged = operations.prefix { $0.acknowledged }.count
             let lowest = allAcknowledgedSurvive ? acknowledged : 0
             // Prefixes (number of operations applied) consistent with every key of this thread.
             var possible = Set(lowest...operations.count)
             let keys = Set(operations.flatMap(\.keys))
-            for key in keys {
-                let state = identified[key]
+            for key in keys.sorted() {
                 var consistent = Set<Int>()
                 var current = model[key]  // state of the key after applying `length` operations
                 for length in 0...operations.count {
                     // A batch sets all its keys in one operation: no prefix can hold only some of them.
                     if length > 0, operations[length - 1].keys.contains(key) { current = operations[length - 1].result }
-                    if current == state { consistent.insert(length) }
+                    if explains(current, key) { consistent.insert(length) }
                 }
                 let remaining = possible.intersection(consistent)
                 if remaining.isEmpty {
                     let history = operations.enumerated().filter { $0.element.keys.contains(key) }
                         .map { "#\($0.offset) \($0.element.isPut ? "put" : "delete") v\($0.element.version)\($0.element.acknowledged ? "" : " (in flight)")" }
                     failures.append("""
-                        thread \(thread), \(key): found \(state.map { "v\($0)" } ?? "nothing"), which no allowed prefix \
+                        thread \(thread), \(key): found \(describe(key)), which no allowed prefix \
                         (\(lowest)...\(operations.count) of \(operations.count) operations, \(acknowledged) acknowledged) explains; \
                         before this run: \(model[key].map { "v\($0)" } ?? "nothing"); last operations on it: \(history.suffix(8).joined(separator: ", "))
                         """)
@@ -292,14 +342,22 @@ struct AckLog {
                     possible = remaining
                 }
             }
+            // The model goes on from the longest prefix that explains everything found.
+            if let length = possible.max() {
+                for key in keys {
+                    var state = model[key]
+                    for operation in operations.prefix(length) where operation.keys.contains(key) { state = operation.result }
+                    next[key] = state
+                }
+            }
         }
         // Keys the writer did not touch in this run must be as they were.
         for key in Set(model.keys).union(found.keys) where !keysOfThreads.contains(key) {
-            if identified[key] != model[key] {
-                failures.append("\(key) was not written in this run but changed from \(model[key].map { "v\($0)" } ?? "nothing") to \(identified[key].map { "v\($0)" } ?? "nothing")")
+            if !explains(model[key], key) {
+                failures.append("\(key) was not written in this run but changed from \(model[key].map { "v\($0)" } ?? "nothing") to \(describe(key))")
             }
         }
-        model = identified
+        model = next
         return failures
     }
 }
