@@ -174,8 +174,26 @@ struct Compactor {
         return .done(result)
     }
 
+    /// Records of an input read but not yet judged live or dead (see ``copyLive``).
+    private struct Staged {
+        var header: RecordHeader
+        var location: RecordLocation
+        /// Where the record's bytes start in the staging buffer.
+        var start: Int
+    }
+
+    /// Records judged per index lookup group: one shared lock for this many lookups. Per record, a
+    /// writer holding the exclusive lock often makes the lookup wait in the kernel (and then the
+    /// writer, to wake it): puts ran at a fifth of their speed during a compaction.
+    private static let stagedGroup = 256
+
     /// Step 1 for one input. Returns the first damaged range found in it, if any (the copy is then
     /// incomplete and must be discarded).
+    ///
+    /// Records are staged (copied) as they are read and judged in groups of ``stagedGroup``
+    /// against the index, under one shared lock per group. Judging a record a little after reading
+    /// it is as good as at once: a record that is live then is copied, and a write since then wins
+    /// by compare-and-set at the switch.
     private func copyLive(
         from input: SegmentFile, dropBelow: UInt64, now: UInt64, outputs: inout [Output], moves: inout [Move],
         keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
@@ -183,61 +201,96 @@ struct Compactor {
         let length = input.writtenLength.load(ordering: .acquiring)
         var scanner = SegmentScanner(fd: input.fd, path: input.path, fileLength: length, fileSystem: fileSystem)
         var damage: SegmentScanner.CorruptRange?
+        var staging = ByteBuffer(capacity: 64 << 10)
+        var staged: [Staged] = []
+        staged.reserveCapacity(Self.stagedGroup)
+        var current: [RecordLocation?] = []
+        current.reserveCapacity(Self.stagedGroup)
+
+        func judgeStaged() throws(CaskError) {
+            guard !staged.isEmpty else { return }
+            staging.withUnsafeBytes { raw in
+                state.read { shared in
+                    for record in staged {
+                        let keyStart = record.start + record.header.headerLength
+                        current.append(shared.index.lookup(UnsafeRawBufferPointer(rebasing: raw[keyStart..<(keyStart + record.header.keyLength)])))
+                    }
+                }
+            }
+            for (record, current) in zip(staged, current) {
+                try judge(record, current: current, staging: staging, dropBelow: dropBelow, now: now,
+                          outputs: &outputs, moves: &moves, keys: &keys, expired: &expired, result: &result)
+            }
+            staged.removeAll(keepingCapacity: true)
+            current.removeAll(keepingCapacity: true)
+            staging.count = 0
+        }
+
         var failure: CaskError?
         _ = try scanner.scan(
             from: Int64(SegmentHeader.length),
             onRecord: { offset, header, bytes in
                 guard failure == nil, damage == nil else { return }
-                let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
                 let location = RecordLocation(segmentID: UInt32(input.id), offset: UInt32(offset), length: UInt32(header.recordLength))
-                let current = state.read { $0.index.lookup(key) }
-                let keep: Bool
-                var forget = false
-                switch header.type {
-                case .put where (header.expiresAt ?? .max) > now:
-                    keep = current == location
-                case .put:  // expired: hides older puts of its key, like a tombstone
-                    keep = current == location && header.seq >= dropBelow
-                    forget = current == location && !keep
-                case .delete:
-                    keep = current == nil && header.seq >= dropBelow
-                case .batch:
-                    keep = false  // a commit record: its members are copied as ordinary records
-                }
-                if forget {
-                    expired.append(Move(keyStart: keys.count, keyLength: key.count, old: location, new: location, isPut: false))
-                    keys.append(contentsOf: key)
-                }
-                guard keep else {
-                    result.recordsDropped += 1
-                    return
-                }
-                do throws(CaskError) {
-                    let output = try destination(for: header.recordLength, outputs: &outputs)
-                    let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(header.recordLength))
-                    let start = output.buffer.count
-                    output.buffer.append(bytes)
-                    if header.flags & RecordFlags.batchMember != 0 {
-                        // A committed batch member goes on as an ordinary record (its commit record is
-                        // not copied): clear the flag and checksum the record again.
-                        output.buffer.withUnsafeMutableCapacity { space in
-                            RecordEncoder.clearBatchMemberFlag(UnsafeMutableRawBufferPointer(rebasing: space[start..<(start + header.recordLength)]))
-                        }
-                    }
-                    output.length += Int64(header.recordLength)
-                    output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
-                    output.stats.fileBytes = output.length
-                    if output.buffer.count >= 1 << 20 { try flush(output) }
-                    moves.append(Move(keyStart: keys.count, keyLength: key.count, old: location, new: newLocation, isPut: header.type == .put))
-                    keys.append(contentsOf: key)
-                    result.recordsCopied += 1
-                } catch {
-                    failure = error
+                staged.append(Staged(header: header, location: location, start: staging.count))
+                staging.append(bytes)
+                if staged.count == Self.stagedGroup {
+                    do throws(CaskError) { try judgeStaged() } catch { failure = error }
                 }
             },
             onCorrupt: { range in damage = damage ?? range })
         if let failure { throw failure }
-        return damage.map { .init(file: input.path, offset: $0.offset, length: $0.length, reason: $0.reason) }
+        if let damage { return .init(file: input.path, offset: damage.offset, length: damage.length, reason: damage.reason) }
+        try judgeStaged()
+        return nil
+    }
+
+    /// Copies one staged record if it is still needed, given `current`, where the index points for its key.
+    private func judge(
+        _ record: Staged, current: RecordLocation?, staging: borrowing ByteBuffer, dropBelow: UInt64, now: UInt64,
+        outputs: inout [Output], moves: inout [Move], keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
+    ) throws(CaskError) {
+        let header = record.header, location = record.location
+        let keep: Bool
+        var forget = false
+        switch header.type {
+        case .put where (header.expiresAt ?? .max) > now:
+            keep = current == location
+        case .put:  // expired: hides older puts of its key, like a tombstone
+            keep = current == location && header.seq >= dropBelow
+            forget = current == location && !keep
+        case .delete:
+            keep = current == nil && header.seq >= dropBelow
+        case .batch:
+            keep = false  // a commit record: its members are copied as ordinary records
+        }
+        let keyStart = record.start + header.headerLength
+        if forget {
+            expired.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: location, isPut: false))
+            staging.withUnsafeBytes { keys.append(contentsOf: $0[keyStart..<(keyStart + header.keyLength)]) }
+        }
+        guard keep else {
+            result.recordsDropped += 1
+            return
+        }
+        let output = try destination(for: header.recordLength, outputs: &outputs)
+        let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(header.recordLength))
+        let start = output.buffer.count
+        staging.withUnsafeBytes { output.buffer.append(UnsafeRawBufferPointer(rebasing: $0[record.start..<(record.start + header.recordLength)])) }
+        if header.flags & RecordFlags.batchMember != 0 {
+            // A committed batch member goes on as an ordinary record (its commit record is not
+            // copied): clear the flag and checksum the record again.
+            output.buffer.withUnsafeMutableCapacity { space in
+                RecordEncoder.clearBatchMemberFlag(UnsafeMutableRawBufferPointer(rebasing: space[start..<(start + header.recordLength)]))
+            }
+        }
+        output.length += Int64(header.recordLength)
+        output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
+        output.stats.fileBytes = output.length
+        if output.buffer.count >= 1 << 20 { try flush(output) }
+        moves.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: newLocation, isPut: header.type == .put))
+        staging.withUnsafeBytes { keys.append(contentsOf: $0[keyStart..<(keyStart + header.keyLength)]) }
+        result.recordsCopied += 1
     }
 
     /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
@@ -336,24 +389,37 @@ struct Compactor {
         }
     }
 
-    /// Step 3, under the index's write lock.
+    /// Moves switched per exclusive hold of the index lock: a big compaction must not stop every
+    /// read and write for as long as it takes to switch them all.
+    private static let switchGroup = 4096
+
+    /// Step 3, under the index's write lock, taken once per ``switchGroup`` moves. Each move is a
+    /// compare-and-set of its own, so readers and writers in between see each key at its old or its
+    /// new copy (both valid until step 4).
     private func switchIndex(to files: [SegmentFile], outputs: [Output], moves: [Move], expired: [Move], keys: [UInt8]) {
         state.write { shared in
             for (file, output) in zip(files, outputs) {
                 shared.segments[UInt32(file.id)] = file
                 shared.stats.append(output.stats)
             }
-            keys.withUnsafeBytes { keyBytes in
-                for move in moves where move.isPut {
-                    let key = UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
-                    // A write since the copy keeps its newer record; the copy is then dead.
-                    guard shared.index.replace(key, expected: move.old, with: move.new) else { continue }
-                    shared.stats.update(UInt64(move.old.segmentID)) { $0.removeLive(bytes: move.old.length) }
-                    shared.stats.update(UInt64(move.new.segmentID)) {
-                        $0.liveBytes += Int64(move.new.length)
-                        $0.liveRecords += 1
+        }
+        keys.withUnsafeBytes { keyBytes in
+            for group in stride(from: 0, to: moves.count, by: Self.switchGroup) {
+                state.write { shared in
+                    for move in moves[group..<min(group + Self.switchGroup, moves.count)] where move.isPut {
+                        let key = UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
+                        // A write since the copy keeps its newer record; the copy is then dead.
+                        guard shared.index.replace(key, expected: move.old, with: move.new) else { continue }
+                        shared.stats.update(UInt64(move.old.segmentID)) { $0.removeLive(bytes: move.old.length) }
+                        shared.stats.update(UInt64(move.new.segmentID)) {
+                            $0.liveBytes += Int64(move.new.length)
+                            $0.liveRecords += 1
+                        }
                     }
                 }
+            }
+            guard !expired.isEmpty else { return }
+            state.write { shared in
                 for forget in expired {
                     let key = UnsafeRawBufferPointer(rebasing: keyBytes[forget.keyStart..<(forget.keyStart + forget.keyLength)])
                     if shared.index.remove(key, ifAt: forget.old) {
