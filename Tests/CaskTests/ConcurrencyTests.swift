@@ -266,20 +266,6 @@ final class ConcurrencyTests: XCTestCase {
 
     static func key(_ index: Int) -> String { "key-\(index)" }
 
-    /// Runs `body(0..<count)` on `count` threads at once and returns when all have finished.
-    func runThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-        let group = DispatchGroup()
-        for index in 0..<count {
-            group.enter()
-            let thread = Thread {
-                body(index)
-                group.leave()
-            }
-            thread.stackSize = 1 << 20
-            thread.start()
-        }
-        group.wait()
-    }
 }
 
 /// Problems seen by background threads, reported on the test's thread.

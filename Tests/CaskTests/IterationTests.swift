@@ -394,21 +394,6 @@ final class IterationTests: XCTestCase {
         }
     }
 
-    /// Runs `body(0..<count)` on `count` threads at once and returns when all have finished.
-    private func runThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-        let group = DispatchGroup()
-        for index in 0..<count {
-            group.enter()
-            let thread = Thread {
-                body(index)
-                group.leave()
-            }
-            thread.stackSize = 1 << 20
-            thread.start()
-        }
-        group.wait()
-    }
-
     // MARK: Damage
 
     /// A record damaged on disk (a flipped byte of its value, its index loaded from the hint file, so

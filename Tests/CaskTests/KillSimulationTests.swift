@@ -81,57 +81,25 @@ final class KillSimulationTests: XCTestCase {
         options.compactionMinDeadBytes = 0
         let opened = try CaskStore.open(at: store, options: options)
         let ackLog = AckWriter(path: log)
-        let stop = ManagedAtomicFlag()
+        let stop = ModelBox([:])  // its `stopped` flag
         let group = DispatchGroup()
         for thread in 0..<threads {
             DispatchQueue.global().async(group: group) {
-                Self.write(opened, thread: thread, seed: seed, log: ackLog, stop: stop)
+                _ = CrashWorkload.write(opened, thread: thread, seed: seed, log: ackLog.append, shouldStop: { stop.stopped })
             }
         }
         DispatchQueue.global().async(group: group) {
-            while !stop.isSet {
+            while !stop.stopped {
                 do { try opened.compact() } catch { return }
                 usleep(2_000)
             }
         }
         usleep(UInt32(milliseconds * 1000))
         fileSystem.cutPowerNow()
-        stop.set()
+        stop.stopped = true
         group.wait()
         try? opened.close()
         try fileSystem.writeCrashImage(to: image, .everything)
-    }
-
-    /// One writer thread of `cask-crash-writer`: the same operations, keys and versions.
-    private static func write(_ store: CaskStore, thread: Int, seed: UInt64, log: AckWriter, stop: ManagedAtomicFlag) {
-        var random = SeededGenerator(seed: seed &* 0x2545_F491_4F6C_DD1D ^ UInt64(thread + 1))
-        var counter: UInt64 = 0
-        while !stop.isSet {
-            counter += 1
-            let version = seed << 32 | counter
-            let key = "t\(thread)-k\(random.next() % 48)"
-            let dice = random.next() % 100
-            if dice >= 90 {
-                let group = random.next() % 8
-                let keys = ["x", "y", "z"].map { "t\(thread)-b\(group)\($0)" }
-                let line = "\(thread) B \(keys.joined(separator: ",")) \(version)"
-                log.append("I " + line)
-                var batch = WriteBatch()
-                for key in keys { batch.put(key, crashValue(key: key, version: version)) }
-                do { try store.write(batch) } catch { return }
-                log.append("A " + line)
-                continue
-            }
-            let isPut = dice < 68
-            let line = "\(thread) \(isPut ? "P" : "D") \(key) \(version)"
-            log.append("I " + line)
-            do {
-                if isPut { try store.put(key, crashValue(key: key, version: version)) } else { try store.delete(key) }
-            } catch {
-                return
-            }
-            log.append("A " + line)
-        }
     }
 }
 
@@ -152,13 +120,6 @@ private final class AckWriter: @unchecked Sendable {
     }
 
     deinit { try? handle.close() }
-}
-
-private final class ManagedAtomicFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
-    func set() { lock.lock(); value = true; lock.unlock() }
 }
 
 /// Forwards every call to `base` after a random pause of up to 2 ms on about one call in eight

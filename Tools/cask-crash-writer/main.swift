@@ -36,9 +36,6 @@ enum CrashWriter {
                                 automatic compaction run at low thresholds.
         """
 
-    /// Keys per thread: a small key space so that keys are overwritten and deleted often.
-    static let keysPerThread = 48
-
     static func run() -> Never {
         let arguments = CommandLine.arguments
         guard arguments.count == 5 || arguments.count == 6 else { usageError("expected 4 or 5 arguments") }
@@ -89,39 +86,8 @@ enum CrashWriter {
     }
 
     static func writeForever(store: CaskStore, thread: Int, seed: UInt64, ackFD: Int32) -> Never {
-        var random = SeededGenerator(seed: seed &* 0x2545_F491_4F6C_DD1D ^ UInt64(thread + 1))
-        var counter: UInt64 = 0
-        while true {
-            counter += 1
-            let version = seed << 32 | counter
-            let key = "t\(thread)-k\(random.next() % UInt64(keysPerThread))"
-            let dice = random.next() % 100
-            if dice >= 90 {
-                // An atomic batch: three keys of their own that only batches write, one version.
-                let group = random.next() % 8
-                let keys = ["x", "y", "z"].map { "t\(thread)-b\(group)\($0)" }
-                let line = "\(thread) B \(keys.joined(separator: ",")) \(version)"
-                log(ackFD, "I " + line)
-                var batch = WriteBatch()
-                for key in keys { batch.put(key, crashValue(key: key, version: version)) }
-                do { try store.write(batch) } catch { fail("batch failed: \(error)") }
-                log(ackFD, "A " + line)
-                continue
-            }
-            let isPut = dice < 68
-            let line = "\(thread) \(isPut ? "P" : "D") \(key) \(version)"
-            log(ackFD, "I " + line)
-            do {
-                if isPut {
-                    try store.put(key, crashValue(key: key, version: version))
-                } else {
-                    try store.delete(key)
-                }
-            } catch {
-                fail("\(isPut ? "put" : "delete") \(key) failed: \(error)")
-            }
-            log(ackFD, "A " + line)
-        }
+        let failure = CrashWorkload.write(store, thread: thread, seed: seed, log: { log(ackFD, $0) })
+        fail(failure.map { "\($0.operation) failed: \($0.error)" } ?? "the workload stopped")
     }
 
     /// Appends one line with a single write(2).
