@@ -357,4 +357,50 @@ final class CorruptionTests: XCTestCase {
             try store.close()
         }
     }
+
+    // MARK: Gets past another key's entry
+
+    /// A get reads the record at the first index entry whose 7-bit hash tag matches and checks the
+    /// key in that record; when the entry is another key's, it looks the key up exactly. The value
+    /// is right either way, and damage in the other key's record is that key's problem only.
+    func testGetFindsItsKeyPastAnotherKeysEntryWithTheSameTag() throws {
+        let dir = TemporaryDirectory("cask-tag-collision")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: CaskStore.Options(durability: .os))
+        var rng = SeededGenerator(seed: 0x7A6)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for i in 0..<30_000 {
+            let key = Array("k-\(i)".utf8), value = rng.bytes(Int.random(in: 20...60, using: &rng))
+            try store.put(key, value)
+            model[key] = value
+        }
+        // Keys whose probe path meets another key's entry with the same tag first, and the key
+        // that entry belongs to.
+        let detours: [(key: [UInt8], decoy: RecordLocation)] = store.state.read { shared in
+            model.keys.compactMap { key in
+                key.withUnsafeBytes { raw in
+                    guard let probable = shared.index.probableLocation(raw), probable != shared.index.lookup(raw) else { return nil }
+                    return (key, probable)
+                }
+            }
+        }
+        XCTAssertGreaterThan(detours.count, 20, "too few tag collisions to test the detour")
+        XCTAssertLessThan(detours.count, model.count / 50)
+        for (key, value) in model { XCTAssertEqual(try store.get(key), value) }
+
+        // Damage the value of the record a detour passes first.
+        let (key, decoy) = detours[0]
+        let owner = try XCTUnwrap(model.keys.first { owner in
+            owner.withUnsafeBytes { raw in store.state.read { $0.index.lookup(raw) } } == decoy
+        })
+        let path = try XCTUnwrap(store.state.read { $0.segments[decoy.segmentID]?.path })
+        try StoreFiles.flip(path, at: Int(decoy.offset) + Int(decoy.length) - 1)
+        XCTAssertEqual(try store.get(key), model[key], "the detour must not stop at the damaged record")
+        XCTAssertThrowsError(try store.get(owner)) { error in
+            guard case CaskError.corruptRecord(let damaged, let offset, _) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(damaged, path)
+            XCTAssertEqual(offset, Int64(decoy.offset))
+        }
+        try store.close()
+    }
 }

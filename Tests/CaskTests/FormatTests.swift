@@ -16,6 +16,39 @@ final class FormatTests: XCTestCase {
         XCTAssertEqual(CRC32C.checksum(of: Array("a".utf8)), 0xC1D0_4330)
     }
 
+    /// The CPU's instruction (used where there is one) and the tables give the same checksums,
+    /// at every length around the 8-byte steps and every alignment, from any starting value.
+    func testCRC32CHardwareAgreesWithTables() throws {
+        let vectors: [([UInt8], UInt32)] = [
+            (Array("123456789".utf8), 0xE306_9283), ([UInt8](repeating: 0, count: 32), 0x8A91_36AA),
+            ([UInt8](repeating: 0xFF, count: 32), 0x62A8_AB43), ((0..<32).map { UInt8($0) }, 0x46DD_794E),
+        ]
+        for (bytes, expected) in vectors {
+            bytes.withUnsafeBytes { XCTAssertEqual(CRC32C.softwareChecksum(of: $0), expected) }
+        }
+        guard CRC32C.hardwareChecksum(of: UnsafeRawBufferPointer(start: nil, count: 0)) != nil else {
+            XCTAssertFalse(CRC32C.usesHardware)
+            throw XCTSkip("this CPU has no CRC-32C instruction; the tables are used")
+        }
+        XCTAssertTrue(CRC32C.usesHardware)
+        for (bytes, expected) in vectors {
+            bytes.withUnsafeBytes { XCTAssertEqual(CRC32C.hardwareChecksum(of: $0), expected) }
+        }
+        var rng = SeededGenerator(seed: 0xC2C2)
+        let bytes = rng.bytes(4096 + 8)
+        bytes.withUnsafeBytes { raw in
+            for length in Array(0...80) + [127, 128, 129, 1000, 4096] {
+                for alignment in 0..<8 {
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[alignment..<(alignment + length)])
+                    let start = UInt32(truncatingIfNeeded: length &* 2_654_435_761)
+                    XCTAssertEqual(CRC32C.hardwareChecksum(of: slice, continuing: start),
+                                   CRC32C.softwareChecksum(of: slice, continuing: start),
+                                   "length \(length), alignment \(alignment)")
+                }
+            }
+        }
+    }
+
     func testCRC32CChunkedEqualsWhole() {
         var rng = SeededGenerator(seed: 0xC2C)
         for length in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4099] {

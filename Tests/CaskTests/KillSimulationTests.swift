@@ -109,7 +109,7 @@ private final class AckWriter: @unchecked Sendable {
     private let handle: FileHandle
 
     init(path: String) {
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         handle = FileHandle(forWritingAtPath: path)!
     }
 

@@ -175,4 +175,64 @@ final class StoreAPITests: XCTestCase {
         XCTAssertGreaterThan(size, SegmentHeader.length, "the flush timer wrote the buffered record")
         try store.close()
     }
+
+    // MARK: withValue
+
+    /// `withValue` hands `body` the same bytes `get` returns, from every place a record can be:
+    /// the mapping, `pread`, the write buffer; compressed or not, small or past the stack buffer.
+    func testWithValueSeesWhatGetReturns() throws {
+        var rng = SeededGenerator(seed: 0x3177)
+        let values: [[UInt8]] = [
+            [], [7], rng.bytes(100), [UInt8](repeating: 3, count: 100),           // incompressible and compressible
+            [UInt8](repeating: 9, count: 5_000), rng.bytes(3_000) + [UInt8](repeating: 1, count: 3_000),  // past 1 KiB
+        ]
+        for (durability, mapped) in [(Durability.os, true), (.os, false), (.buffered, true)] {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            var options = CaskStore.Options(durability: durability)
+            options.memoryMappedReads = mapped
+            options.flushInterval = 3600  // buffered: the records stay in the buffer
+            let store = try CaskStore.open(at: dir.path, options: options)
+            for (i, value) in values.enumerated() { try store.put("v\(i)", value) }
+            let context = "\(durability), mapped: \(mapped)"
+            if durability == .buffered {
+                let size = try FileManager.default.attributesOfItem(atPath: dir.appending("0000000001.cask"))[.size] as! NSNumber
+                XCTAssertEqual(size.intValue, SegmentHeader.length, "\(context): the records are still in the write buffer")
+            }
+            for (i, value) in values.enumerated() {
+                XCTAssertEqual(try store.withValue("v\(i)") { Array($0) }, value, "\(context), value \(i)")
+                XCTAssertEqual(try store.get("v\(i)"), value, "\(context), value \(i)")
+            }
+            var called = false
+            XCTAssertNil(try store.withValue("absent") { _ in called = true })
+            XCTAssertFalse(called, "body must not run for an absent key")
+            try store.put(Array("soon".utf8), [1], expiresAtMilliseconds: 1)
+            XCTAssertNil(try store.withValue("soon") { _ in called = true })
+            XCTAssertFalse(called, "body must not run for an expired key")
+            try store.close()
+            XCTAssertThrowsError(try store.withValue("v1") { _ in }) { XCTAssertEqual($0 as? CaskError, .closed) }
+        }
+    }
+
+    /// `body` runs under no lock: another thread can write (which takes the writer mutex and the
+    /// index lock) while it runs, even for a record read out of the write buffer.
+    func testWithValueBodyRunsUnderNoLock() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        var options = CaskStore.Options(durability: .buffered)
+        options.flushInterval = 3600
+        let store = try CaskStore.open(at: dir.path, options: options)
+        try store.put("k", [1, 2, 3])
+        let written = DispatchSemaphore(value: 0)
+        let result = try store.withValue("k") { bytes -> DispatchTimeoutResult in
+            Thread.detachNewThread {
+                try? store.put("other", [4])
+                written.signal()
+            }
+            return written.wait(timeout: .now() + 10)
+        }
+        XCTAssertEqual(result, .success, "a put from another thread waited for the body to return")
+        XCTAssertEqual(try store.get("other"), [4])
+        try store.close()
+    }
 }

@@ -103,6 +103,31 @@ package final class KeyIndex {
         return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
     }
 
+    /// The location of the first entry on `key`'s probe path whose hash tag matches, without
+    /// reading the stored key; nil means `key` is absent.
+    ///
+    /// Saves the dependent cache miss of the key's bytes in the arena for a caller that checks the
+    /// key anyway: a record carries its key, so a get compares the key in the record it reads and
+    /// falls back to ``lookup(_:)`` when it differs (an entry of another key with the same 7-bit
+    /// tag came first on the path: under 1% of lookups at the table's load).
+    package func probableLocation(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
+        let hash = hasher.hash(key)
+        let mask = capacity - 1
+        let tag = Self.tag(hash)
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let byte = control[slot]
+            if byte == Self.empty { return nil }
+            if byte == tag {
+                let entry = entryPointer(slots[slot]).pointee
+                // A tombstone exists only while recovery runs; let the exact lookup judge it.
+                guard entry.length & Self.tombstoneBit == 0 else { return lookup(key) }
+                return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
+            }
+            slot = (slot + 1) & mask
+        }
+    }
+
     /// Points `key` at `location`; returns the location it replaced, if any.
     @discardableResult
     package func upsert(_ key: UnsafeRawBufferPointer, _ location: RecordLocation) -> RecordLocation? {

@@ -19,6 +19,27 @@ extension CaskStore {
         try get(key.utf8)
     }
 
+    /// Calls `body` with the value of `key` without copying it into an array, and returns what
+    /// `body` returns; nil when the key is absent (or expired), without calling `body`.
+    ///
+    /// The bytes are valid only during the call: do not let them escape. The same lookup and
+    /// checks as ``get(_:)-(Collection<UInt8>)``; an uncompressed value is passed straight from
+    /// the segment's mapping, a compressed one expanded into a temporary buffer (on the stack up to
+    /// 1 KiB). `body` runs under no lock and may call the store. Thread-safe.
+    @inlinable
+    public func withValue<R>(_ key: some Collection<UInt8>, _ body: (UnsafeRawBufferPointer) -> R) throws(CaskError) -> R? {
+        // The store's side is not generic, so that it is compiled specialized once, here, rather
+        // than run unspecialized (a metadata lookup per call) for every caller's `R`.
+        var result: R?
+        try Self.withContiguousBytes(key) { (key) throws(CaskError) in try visitValue(key: key) { result = body($0) } }
+        return result
+    }
+
+    @inlinable
+    public func withValue<R>(_ key: String, _ body: (UnsafeRawBufferPointer) -> R) throws(CaskError) -> R? {
+        try withValue(key.utf8, body)
+    }
+
     /// Whether `key` has a value. One index lookup, no I/O.
     @inlinable
     public func contains(_ key: some Collection<UInt8>) throws(CaskError) -> Bool {
@@ -71,27 +92,67 @@ extension CaskStore {
         try readRecord(key: key)?.value
     }
 
+    /// Calls `body` with the value of `key` if it has one (see ``withValue(_:_:)-(Collection<UInt8>,_)``).
+    @usableFromInline
+    func visitValue(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(CaskError) {
+        _ = try withRecord(key: key) { (valid, file, offset) throws(CaskError) in
+            guard valid.header.isCompressed else { return body(valid.payload) }
+            try withScratchBytes(valid.header.valueLength) { (buffer) throws(CaskError) in
+                try Self.expand(valid, into: buffer, file: file, offset: offset)
+                body(UnsafeRawBufferPointer(buffer))
+            }
+        }
+    }
+
     /// A value and the expiry time of the record it was read from (nil: it never expires).
     typealias ValueAndExpiry = (value: [UInt8], expiresAt: UInt64?)
 
     /// The value of `key` and the expiry of the record it comes from, or nil when it is absent or expired.
     func readRecord(key: UnsafeRawBufferPointer) throws(CaskError) -> ValueAndExpiry? {
-        guard let (location, file) = try locate(key: key) else { return nil }
-        let end = Int64(location.offset) + Int64(location.length)
-        if end > file.writtenLength.load(ordering: .acquiring),
-           let buffered = withBufferedRecord(location, in: file, { record in
-               Result { () throws(CaskError) in try Self.decodeRecord(record, key: key, file: file, offset: location.offset) }
-           }) {
-            return try buffered.get()
+        try withRecord(key: key) { (valid, file, offset) throws(CaskError) in
+            (try Self.value(of: valid, file: file, offset: offset), valid.header.expiresAt)
         }
+    }
+
+    /// Calls `body` with the latest record of `key`, checked whole (checksum, lengths, type, key);
+    /// nil when the key is absent or the record has expired. `body` runs at most once, under no lock.
+    ///
+    /// Reads the record at the key's probable location (``KeyIndex/probableLocation(_:)``), whose
+    /// key the record's own checks compare; only when those fail does it look the key up exactly
+    /// and read again, and then a failure is the record's.
+    func withRecord<R>(
+        key: UnsafeRawBufferPointer, _ body: (ValidRecord, SegmentFile, UInt32) throws(CaskError) -> R
+    ) throws(CaskError) -> R? {
+        guard let (probable, probableFile) = try locate(key: key, exactly: false) else { return nil }
+        do {
+            return try withRecord(key: key, at: probable, in: probableFile, body)
+        } catch .corruptRecord {
+            // Another key's entry with the same tag, or a damaged record: settle it exactly.
+            guard let (location, file) = try locate(key: key, exactly: true) else { return nil }
+            return try withRecord(key: key, at: location, in: file, body)
+        }
+    }
+
+    /// Calls `body` with the record of `key` at `location` of `file`, checked whole; nil when it
+    /// has expired. The record is read from the file's mapping, or copied out of the write buffer
+    /// (so that `body` does not run under the writer mutex), or read with `pread`.
+    private func withRecord<R>(
+        key: UnsafeRawBufferPointer, at location: RecordLocation, in file: SegmentFile,
+        _ body: (ValidRecord, SegmentFile, UInt32) throws(CaskError) -> R
+    ) throws(CaskError) -> R? {
+        let end = Int64(location.offset) + Int64(location.length)
         // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
         if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
-            return try Self.decodeRecord(mapped, key: key, file: file, offset: location.offset)
+            guard let valid = try Self.validateRecord(mapped, key: key, file: file, offset: location.offset) else { return nil }
+            return try body(valid, file, location.offset)
         }
-        let length = Int(location.length)
-        return try withScratchBytes(length) { (buffer) throws(CaskError) -> ValueAndExpiry? in
-            try file.read(location, into: buffer)
-            return try Self.decodeRecord(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset)
+        return try withScratchBytes(Int(location.length)) { (buffer) throws(CaskError) -> R? in
+            let buffered = end > file.writtenLength.load(ordering: .acquiring)
+                && withBufferedRecord(location, in: file, { record in buffer.copyMemory(from: record) }) != nil
+            // Not (or no longer) in the buffer: then it has been handed to the file.
+            if !buffered { try file.read(location, into: buffer) }
+            guard let valid = try Self.validateRecord(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset) else { return nil }
+            return try body(valid, file, location.offset)
         }
     }
 
@@ -99,10 +160,12 @@ extension CaskStore {
     ///
     /// The caller holds the file while it reads: a compaction that retires the segment meanwhile
     /// then cannot close its descriptor or release its mapping.
-    func locate(key: UnsafeRawBufferPointer) throws(CaskError) -> (RecordLocation, SegmentFile)? {
+    /// With `exactly` false, the location is only probable (``KeyIndex/probableLocation(_:)``):
+    /// the caller must check the key of the record there.
+    func locate(key: UnsafeRawBufferPointer, exactly: Bool = true) throws(CaskError) -> (RecordLocation, SegmentFile)? {
         try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
             if shared.closed { throw CaskError.closed }
-            guard let location = shared.index.lookup(key), let file = shared.segments[location.segmentID] else { return nil }
+            guard let location = exactly ? shared.index.lookup(key) : shared.index.probableLocation(key), let file = shared.segments[location.segmentID] else { return nil }
             return (location, file)
         }
     }
@@ -164,12 +227,21 @@ extension CaskStore {
         }
     }
 
-    /// Validates a whole record and returns its value and expiry (nil if it has expired).
-    static func decodeRecord(
-        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
-    ) throws(CaskError) -> ValueAndExpiry? {
-        guard let valid = try validateRecord(record, key: key, file: file, offset: offset) else { return nil }
-        guard valid.header.isCompressed else { return (Array(valid.payload), valid.header.expiresAt) }
+    /// Values up to this size are expanded on the stack and copied into their array.
+    static let smallValueLimit = 1024
+
+    /// The value of a valid record, expanded if it is compressed.
+    static func value(of valid: ValidRecord, file: SegmentFile, offset: UInt32) throws(CaskError) -> [UInt8] {
+        guard valid.header.isCompressed else { return Array(valid.payload) }
+        if valid.header.valueLength <= smallValueLimit {
+            // Expanding on the stack and copying out is about 50 ns faster than filling an
+            // uninitialized array, whose allocation goes through an unspecialized generic path
+            // of the standard library (a metadata lookup per call).
+            return try withScratchBytes(valid.header.valueLength) { (buffer) throws(CaskError) -> [UInt8] in
+                try expand(valid, into: buffer, file: file, offset: offset)
+                return Array(UnsafeRawBufferPointer(buffer))
+            }
+        }
         var failure: CaskError?
         let value = [UInt8](unsafeUninitializedCapacity: valid.header.valueLength) { buffer, initialized in
             do throws(CaskError) {
@@ -181,7 +253,7 @@ extension CaskStore {
             }
         }
         if let failure { throw failure }
-        return (value, valid.header.expiresAt)
+        return value
     }
 
     @usableFromInline

@@ -47,9 +47,17 @@ final class CaskEngine: Engine {
 
     func finishWrites() throws { try store.flush() }
 
+    /// `withValue`: the value lent to `body` without a copy into an array (from the mapping, or
+    /// expanded on the stack), as LMDB lends a pointer into its map.
     func get<R>(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        guard let value = try store.get(key) else { return nil }
-        return try value.withUnsafeBytes(body)
+        // `withValue` at `R == Void`, so that it is compiled specialized even when this method runs
+        // unspecialized (a `Result<R, …>` here cost a metadata lookup per call).
+        var result: R?, failure: (any Error)?
+        try store.withValue(key) { (value: UnsafeRawBufferPointer) -> Void in
+            do { result = try body(value) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        return result
     }
 
     /// `forEach`: a snapshot of the index sorted into storage order, each record read once from

@@ -10,8 +10,19 @@ enum Worker {
             let suite = ObjectsSuite(profiles: ProfileData(seed: dataSeed), num: options.num, root: options.root, run: options.run, only: options.only)
             return try suite.run(name)
         }
-        guard let type = Engines.named(name) else { throw BenchError.usage("unknown engine '\(name)'") }
-        try runSuite(type, options: options)
+        // One call per concrete type, not one through `any Engine.Type`: opening the existential
+        // would run the whole suite unspecialized, adding generic overhead (metadata lookups) to
+        // every operation it times.
+        switch name {
+        case CaskEngine.name: try runSuite(CaskEngine.self, options: options)
+        case SQLiteEngine.name: try runSuite(SQLiteEngine.self, options: options)
+        case LMDBEngine.name: try runSuite(LMDBEngine.self, options: options)
+        case LevelDBEngine.name: try runSuite(LevelDBEngine.self, options: options)
+        case RocksDBEngine.name: try runSuite(RocksDBEngine.self, options: options)
+        case FilePerObjectEngine.name: try runSuite(FilePerObjectEngine.self, options: options)
+        case RawLogEngine.name: try runSuite(RawLogEngine.self, options: options)
+        default: throw BenchError.usage("unknown engine '\(name)'")
+        }
     }
 
     /// The seed of every workload's data (BenchmarkData's values, the objects' profiles).
