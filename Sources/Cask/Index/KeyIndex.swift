@@ -3,14 +3,15 @@
 /// Layout, chosen for memory per key (the target is at most 32 bytes beyond the key bytes):
 /// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot.
 ///   Probing reads these bytes sequentially, so a miss rarely touches anything else.
-/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 7/8
-///   (a probe mostly reads control bytes, one cache line for many slots, so a high load is cheap).
+/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 3/4.
+///   (At 7/8, the long probes of linear probing near full load met other keys' tags often enough
+///   to cost `fillrandom` 7%: each such meeting reads an entry and its key, two cache misses.)
 /// - `entries`: 16-byte entries (arena position of the key, segment, offset, length) in
 ///   fixed-size chunks, so growing never copies them and the only slack is in the last chunk.
 /// - `arena`: the key bytes, each prefixed by its length as a varint, in 1 MiB chunks.
 ///
-/// Per key: 16 (entry) + 5 / load (control and slot, load 0.44 to 0.875) + 1 (length prefix) + chunk
-/// slack, i.e. 23 to 29 bytes from about 100,000 keys on.
+/// Per key: 16 (entry) + 5 / load (control and slot, load 0.375 to 0.75) + 1 (length prefix) + chunk
+/// slack, i.e. 24 to 31 bytes from about 100,000 keys on.
 /// Sequence numbers are kept only while recovery needs them (``beginRecovery()``).
 ///
 /// Not thread-safe: the store guards it with a reader-writer lock. Its stored properties opt out of
@@ -335,7 +336,7 @@ package final class KeyIndex {
 
     @discardableResult
     private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation) -> UInt32 {
-        if (usedSlots + 1) * 8 > capacity * 7 { resize(toHold: count + tombstones + 1) }
+        if (usedSlots + 1) * 4 > capacity * 3 { resize(toHold: count + tombstones + 1) }
         let number = allocateEntry()
         entryPointer(number).pointee = Entry(
             keyPosition: storeKey(key), segmentID: location.segmentID, offset: location.offset, length: location.length)
@@ -431,14 +432,14 @@ package final class KeyIndex {
 
     /// Makes room for `keys` keys in all without growing the table again.
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
-    /// hold `keys` at a load of at most 0.8.)
+    /// hold `keys` at a load of at most 3/4, the most the table allows.)
     package func reserve(_ keys: Int) {
-        if (keys + 1) * 8 > capacity * 7 { resize(toHold: keys, maximumLoad: 0.8) }
+        if (keys + 1) * 4 > capacity * 3 { resize(toHold: keys, maximumLoad: 0.75) }
     }
 
     /// Grows the table until `keys` keys fill at most half of it (or rehashes in place, dropping
-    /// deleted slots, when those are what fills it). Growing from 80% doubles (load 0.4), never
-    /// quadruples (0.2).
+    /// deleted slots, when those are what fills it). Growing from 75% doubles (load 0.375), never
+    /// quadruples.
     private func resize(toHold keys: Int, maximumLoad: Double = 0.5) {
         var newCapacity = capacity
         while Double(keys) > Double(newCapacity) * maximumLoad { newCapacity *= 2 }
