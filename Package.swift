@@ -15,9 +15,9 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
-        // CRC-32C with the CPU's instruction (SSE4.2 / ARMv8 CRC), which Swift cannot emit.
-        .target(name: "CCaskCRC32C", path: "Sources/CCaskCRC32C"),
-        .target(name: "Cask", dependencies: ["CLZ4", "CCaskCRC32C"], path: "Sources/Cask"),
+        // CPU instructions Swift cannot emit: CRC-32C (SSE4.2 / ARMv8 CRC) and a cache-line prefetch.
+        .target(name: "CCaskCPU", path: "Sources/CCaskCPU"),
+        .target(name: "Cask", dependencies: ["CLZ4", "CCaskCPU"], path: "Sources/Cask"),
         .executableTarget(name: "cask", dependencies: ["Cask"], path: "Tools/cask"),
         // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
         .executableTarget(name: "cask-crash-writer", dependencies: ["Cask", "CaskTestSupport"], path: "Tools/cask-crash-writer"),

@@ -42,11 +42,12 @@ mkdir -p "$scratch"
 binary="$scratch/cask-fuzz"
 mapfile -t sources < <(find Sources/Cask Tests/Fuzz -name '*.swift' | sort)
 echo "== building $binary" >&2
-# The library's one C file (CRC-32C with the CPU's instruction), then everything else.
-clang -O2 -c Sources/CCaskCRC32C/CaskCRC32C.c -I Sources/CCaskCRC32C/include -o "$scratch/CaskCRC32C.o"
+# The library's one C file (CRC-32C with the CPU's instruction; CCaskCPU's prefetch is a header),
+# then everything else.
+clang -O2 -c Sources/CCaskCPU/CaskCRC32C.c -I Sources/CCaskCPU/include -o "$scratch/CaskCRC32C.o"
 swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -package-name cask \
   -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -suppress-warnings \
-  -I Sources/CLZ4 -llz4 -I Sources/CCaskCRC32C/include "$scratch/CaskCRC32C.o" \
+  -I Sources/CLZ4 -llz4 -I Sources/CCaskCPU/include "$scratch/CaskCRC32C.o" \
   "${sources[@]}" -o "$binary" 2> >(grep -v "Cannot export local symbol" >&2)
 
 # The Swift runtime's backtracer would race the sanitizer's report; leaks are not checked

@@ -129,6 +129,17 @@ package final class KeyIndex {
         }
     }
 
+    /// Starts loading the cache lines an ``upsert(_:_:)`` of `key` reads first (its control byte and
+    /// slot), so that the misses overlap whatever the caller does before the upsert.
+    ///
+    /// Needs no lock against readers; the caller must rule out a concurrent upsert (the table moves
+    /// only when an upsert grows it). A prefetch never faults.
+    package func prefetch(_ key: UnsafeRawBufferPointer) {
+        let slot = Int(truncatingIfNeeded: hasher.hash(key)) & (capacity - 1)
+        cask_prefetch_for_write(control + slot)
+        cask_prefetch_for_write(slots + slot)
+    }
+
     /// Points `key` at `location`; returns the location it replaced, if any.
     @discardableResult
     package func upsert(_ key: UnsafeRawBufferPointer, _ location: RecordLocation) -> RecordLocation? {
@@ -488,6 +499,7 @@ package final class KeyIndex {
     }
 }
 
+import CCaskCPU
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,4 +1,4 @@
-import CCaskCRC32C
+import CCaskCPU
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): with the CPU's instruction where there
 /// is one (x86-64 SSE4.2, AArch64 CRC), else computed slicing-by-8.

@@ -125,6 +125,8 @@ extension CaskStore {
             if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
                 try rotate(&w)
             }
+            // The index's misses then overlap the compression and the write.
+            w.index.prefetch(key)
             let start = w.buffer.count
             let seq = w.nextSeq
             let length = w.encoder.append(type: type, seq: seq, key: key, value: value, expiresAt: expiresAt, to: &w.buffer)

@@ -40,7 +40,7 @@ public final class CaskStore: Sendable {
     let objects: ObjectSupport
 
     struct SharedState {
-        var index: KeyIndex
+        let index: KeyIndex
         var segments: [UInt32: SegmentFile]
         var stats: SegmentAccounting
         /// Expiry times of the keys whose latest record has one.
@@ -124,7 +124,8 @@ public final class CaskStore: Sendable {
             }
             let newWriter = StoreWriter(
                 active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
-                nextSegmentID: recovered.nextSegmentID, bufferCapacity: options.bufferSize, fileSystem: fileSystem, directory: directory)
+                nextSegmentID: recovered.nextSegmentID, bufferCapacity: options.bufferSize, fileSystem: fileSystem, directory: directory,
+                index: recovered.index)
             writer = Lock(newWriter)
         }
         var segments: [UInt32: SegmentFile] = [:]

@@ -18,9 +18,17 @@ package struct StoreWriter: ~Copyable {
 
     let fileSystem: any FileSystem
     let directory: String
+    /// The store's index, only to prefetch (``KeyIndex/prefetch(_:)``): its contents are read and
+    /// written under the store's index lock. Only writers grow its table, and they hold this
+    /// mutex, so the table cannot move while a write prefetches.
+    let index: KeyIndex
 
-    package init(active: SegmentFile, length: Int64, nextSeq: UInt64, nextSegmentID: UInt64, bufferCapacity: Int, fileSystem: any FileSystem, directory: String) {
+    package init(
+        active: SegmentFile, length: Int64, nextSeq: UInt64, nextSegmentID: UInt64, bufferCapacity: Int,
+        fileSystem: any FileSystem, directory: String, index: KeyIndex
+    ) {
         self.active = active
+        self.index = index
         end = length
         flushed = length
         buffer = ByteBuffer(capacity: bufferCapacity)
