@@ -112,21 +112,11 @@ package final class KeyIndex {
     /// falls back to ``lookup(_:)`` when it differs (an entry of another key with the same 7-bit
     /// tag came first on the path: under 1% of lookups at the table's load).
     package func probableLocation(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
-        let hash = hasher.hash(key)
-        let mask = capacity - 1
-        let tag = Self.tag(hash)
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while true {
-            let byte = control[slot]
-            if byte == Self.empty { return nil }
-            if byte == tag {
-                let entry = entryPointer(slots[slot]).pointee
-                // A tombstone exists only while recovery runs; let the exact lookup judge it.
-                guard entry.length & Self.tombstoneBit == 0 else { return lookup(key) }
-                return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
-            }
-            slot = (slot + 1) & mask
-        }
+        guard let slot = find(key, hash: hasher.hash(key), comparingKeys: false) else { return nil }
+        let entry = entryPointer(slots[slot]).pointee
+        // A tombstone exists only while recovery runs; let the exact lookup judge it.
+        guard entry.length & Self.tombstoneBit == 0 else { return lookup(key) }
+        return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
     }
 
     /// Starts loading the cache lines an ``upsert(_:_:)`` of `key` reads first (its control byte and
@@ -325,9 +315,10 @@ package final class KeyIndex {
     @inline(__always)
     private static func tag(_ hash: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: hash >> 57) | 0x80 }
 
-    /// The slot holding `key`, if present.
+    /// The slot holding `key`, if present; without `comparingKeys`, the first slot on its probe
+    /// path whose tag matches (see ``probableLocation(_:)``).
     @inline(__always)
-    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> Int? {
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, comparingKeys: Bool = true) -> Int? {
         let mask = capacity - 1
         let tag = Self.tag(hash)
         var slot = Int(truncatingIfNeeded: hash) & mask
@@ -335,11 +326,10 @@ package final class KeyIndex {
             let byte = control[slot]
             if byte == Self.empty { return nil }
             if byte == tag {
+                guard comparingKeys else { return slot }
                 let entry = entryPointer(slots[slot])
                 let stored = keyBytes(at: entry.pointee.keyPosition)
-                if stored.count == key.count && (key.count == 0 || memcmp(stored.baseAddress!, key.baseAddress!, key.count) == 0) {
-                    return slot
-                }
+                if stored.hasSameBytes(as: key) { return slot }
             }
             slot = (slot + 1) & mask
         }

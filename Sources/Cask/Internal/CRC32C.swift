@@ -37,15 +37,13 @@ package enum CRC32C {
         // checksums to the parsers behind them; their seed corpus is written by the same build.
         return 0
         #endif
-        if usesHardware, let base = bytes.baseAddress {
-            return ~cask_crc32c_hardware(~crc, base, bytes.count)
-        }
-        return softwareChecksum(of: bytes, continuing: crc)
+        return hardwareChecksum(of: bytes, continuing: crc) ?? softwareChecksum(of: bytes, continuing: crc)
     }
 
-    /// The same checksum with the CPU's instruction; nil when the CPU has none. For tests.
+    /// The same checksum with the CPU's instruction; nil when the CPU has none.
+    @inline(__always)
     package static func hardwareChecksum(of bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32? {
-        guard cask_crc32c_hardware_available() != 0 else { return nil }
+        guard usesHardware else { return nil }
         guard let base = bytes.baseAddress else { return crc }
         return ~cask_crc32c_hardware(~crc, base, bytes.count)
     }

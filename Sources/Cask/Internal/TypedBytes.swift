@@ -24,3 +24,21 @@ extension ArraySlice where Element == UInt8 {
 package func withScratchBytes<R, E: Error>(_ byteCount: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
     try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16, body)
 }
+
+extension UnsafeRawBufferPointer {
+    /// Whether both buffers hold the same bytes: one `memcmp`, not a byte-by-byte loop.
+    @inline(__always)
+    package func hasSameBytes(as other: UnsafeRawBufferPointer) -> Bool {
+        guard count == other.count else { return false }
+        guard count > 0 else { return true }
+        return memcmp(baseAddress!, other.baseAddress!, count) == 0
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

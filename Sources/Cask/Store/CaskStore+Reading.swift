@@ -96,11 +96,7 @@ extension CaskStore {
     @usableFromInline
     func visitValue(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(CaskError) {
         _ = try withRecord(key: key) { (valid, file, offset) throws(CaskError) in
-            guard valid.header.isCompressed else { return body(valid.payload) }
-            try withScratchBytes(valid.header.valueLength) { (buffer) throws(CaskError) in
-                try Self.expand(valid, into: buffer, file: file, offset: offset)
-                body(UnsafeRawBufferPointer(buffer))
-            }
+            try Self.withValueBytes(of: valid, file: file, offset: offset) { body($0) }
         }
     }
 
@@ -209,7 +205,7 @@ extension CaskStore {
             throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record does not match the index")
         }
         let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
-        guard storedKey.elementsEqual(key) else {
+        guard storedKey.hasSameBytes(as: key) else {
             throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record holds a different key")
         }
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return nil }
@@ -227,20 +223,28 @@ extension CaskStore {
         }
     }
 
+    /// Calls `body` with the value of a valid record: its payload, or the payload expanded into a
+    /// scratch buffer (on the stack when small). The bytes are valid only during the call.
+    static func withValueBytes<R>(
+        of valid: ValidRecord, file: SegmentFile, offset: UInt32, _ body: (UnsafeRawBufferPointer) -> R
+    ) throws(CaskError) -> R {
+        guard valid.header.isCompressed else { return body(valid.payload) }
+        return try withScratchBytes(valid.header.valueLength) { (buffer) throws(CaskError) -> R in
+            try expand(valid, into: buffer, file: file, offset: offset)
+            return body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
     /// Values up to this size are expanded on the stack and copied into their array.
     static let smallValueLimit = 1024
 
     /// The value of a valid record, expanded if it is compressed.
     static func value(of valid: ValidRecord, file: SegmentFile, offset: UInt32) throws(CaskError) -> [UInt8] {
-        guard valid.header.isCompressed else { return Array(valid.payload) }
-        if valid.header.valueLength <= smallValueLimit {
+        if !valid.header.isCompressed || valid.header.valueLength <= smallValueLimit {
             // Expanding on the stack and copying out is about 50 ns faster than filling an
             // uninitialized array, whose allocation goes through an unspecialized generic path
             // of the standard library (a metadata lookup per call).
-            return try withScratchBytes(valid.header.valueLength) { (buffer) throws(CaskError) -> [UInt8] in
-                try expand(valid, into: buffer, file: file, offset: offset)
-                return Array(UnsafeRawBufferPointer(buffer))
-            }
+            return try withValueBytes(of: valid, file: file, offset: offset) { Array($0) }
         }
         var failure: CaskError?
         let value = [UInt8](unsafeUninitializedCapacity: valid.header.valueLength) { buffer, initialized in

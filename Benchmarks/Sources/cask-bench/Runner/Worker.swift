@@ -21,7 +21,10 @@ enum Worker {
         case RocksDBEngine.name: try runSuite(RocksDBEngine.self, options: options)
         case FilePerObjectEngine.name: try runSuite(FilePerObjectEngine.self, options: options)
         case RawLogEngine.name: try runSuite(RawLogEngine.self, options: options)
-        default: throw BenchError.usage("unknown engine '\(name)'")
+        default:
+            // Engines.all lists the engines; this switch must name each of them.
+            precondition(Engines.named(name) == nil, "Worker.run has no case for engine '\(name)' of Engines.all")
+            throw BenchError.usage("unknown engine '\(name)'")
         }
     }
 
