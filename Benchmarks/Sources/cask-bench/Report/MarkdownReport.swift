@@ -141,7 +141,8 @@ struct MarkdownReport {
         guard hasKeyValue else { return "" }
         var md = "## Results per workload\n\n"
         md += "ops/s is the median run's; \"Cask ÷\" divides Cask's median by the engine's. Disk: bytes allocated by the store's files after the workload "
-        md += "(for reads, the store they read; RocksDB's includes the space it preallocates for its write-ahead log). "
+        md += "(for reads, the store they read; for `fillrandom` nosync, once the engine is closed, so that background work such as "
+        md += "Cask's hint files and the LSM stores' memtable flushes is counted; RocksDB's includes the space it preallocates for its write-ahead log). "
         md += "Peak RSS: the worker process's peak while the workload ran (it includes the benchmark's own key "
         md += "lists, ~25 MB at 1M entries, and any memory-mapped file pages touched). "
         md += "References, not peers: `rawlog` (one `pwrite` per record into one file — no index, no reads; with `fdatasync` in sync mode) "
