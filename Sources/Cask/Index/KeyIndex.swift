@@ -490,10 +490,3 @@ package final class KeyIndex {
 }
 
 import CCaskCPU
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
