@@ -1,96 +1,121 @@
 /// The in-memory hash index: key bytes -> location of the key's latest record.
 ///
-/// Layout, chosen for memory per key (the target is at most 32 bytes beyond the key bytes):
-/// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot.
-///   Probing reads these bytes sequentially, so a miss rarely touches anything else.
-/// - `slots`: a `UInt32` entry number per slot. Open addressing, linear probing, load <= 3/4.
-///   (At 7/8, the long probes of linear probing near full load met other keys' tags often enough
-///   to cost `fillrandom` 7%: each such meeting reads an entry and its key, two cache misses.)
-/// - `entries`: 16-byte entries (arena position of the key, segment, offset, length) in
-///   fixed-size chunks, so growing never copies them and the only slack is in the last chunk.
-/// - `arena`: the key bytes, each prefixed by its length as a varint, in 1 MiB chunks.
+/// Layout, chosen so that a lookup costs one cache miss in the index and the index at most 32 bytes
+/// per key beyond the key bytes:
+/// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot. Slots
+///   form aligned groups of 8, and probing reads a group's 8 bytes at once, so a miss rarely touches
+///   anything else. The array is small (1 to 1.7 bytes per key) and stays in the CPU's caches.
+/// - `table`: one 16-byte entry per slot, in the slot itself: arena position of the key, segment,
+///   offset, length, and two more hash bits that a tag match is checked against before the key is
+///   read. A group's entries are two cache lines, which a lookup starts loading while it probes the
+///   group's control bytes, so the two misses overlap (the old layout, a slot holding the number of
+///   an entry kept elsewhere, made them two misses one after the other).
+/// - `arena`: the key bytes, each prefixed by its length as a varint, in 256 KiB chunks.
 ///
-/// Per key: 16 (entry) + 5 / load (control and slot, load 0.375 to 0.75) + 1 (length prefix) + chunk
-/// slack, i.e. 24 to 31 bytes from about 100,000 keys on.
-/// Sequence numbers are kept only while recovery needs them (``beginRecovery()``).
+/// Probing is double hashing over groups: the hash picks a home group and a step, and the number of
+/// groups is prime, so the path visits every group. A key is in the first group of its path that
+/// had a free slot when it was inserted, which at the loads allowed (at most 7/8) is its home group
+/// for all but a few percent of keys. Any number of groups works (the home group is the high word of
+/// hash × groups), so growing sizes the table for a load of 0.6, about 1.46× from 7/8, not 2×. Per key
+/// that is 17 / load (19.4 to 28.3) bytes plus 1 (length prefix) plus the last arena chunk's slack,
+/// i.e. 20 to 30 bytes from about 200,000 keys on. Sequence numbers are kept only while recovery
+/// needs them (``beginRecovery()``), 8 bytes per slot.
 ///
 /// Not thread-safe: the store guards it with a reader-writer lock. Its stored properties opt out of
 /// dynamic exclusivity checks (`@exclusivity(unchecked)`): that lock already rules out overlapping
-/// access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key
-/// length) per operation; growth rehashes in O(n) without touching entries or keys.
+/// access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
+/// operation; growth rehashes in O(n), reading each key once from the arena.
 package final class KeyIndex {
     private struct Entry {
-        /// Position of the key in the arena: chunk << 18 | offset. For a free entry, the next free entry.
+        /// Position of the key in the arena: chunk << 18 | offset.
         var keyPosition: UInt32
-        /// `UInt32.max` marks a free entry (segment ids stop below it).
         var segmentID: UInt32
         var offset: UInt32
-        /// The record length; the top bit marks a tombstone kept during recovery.
-        var length: UInt32
+        /// The record length in bits 0–28 (a record is under 2^29 bytes), two more bits of the
+        /// key's hash in 29–30 (``KeyIndex/checkBits(_:)``), and in bit 31 a tombstone kept during
+        /// recovery.
+        var bits: UInt32
+
+        static let lengthMask: UInt32 = 1 << 29 - 1
+        static let checkMask: UInt32 = 3 << 29
+        static let tombstoneBit: UInt32 = 1 << 31
+
+        init(keyPosition: UInt32, location: RecordLocation, check: UInt32, tombstone: Bool) {
+            self.keyPosition = keyPosition
+            segmentID = location.segmentID
+            offset = location.offset
+            bits = check
+            point(at: location, tombstone: tombstone)
+        }
+
+        var isTombstone: Bool { bits & Self.tombstoneBit != 0 }
+        var location: RecordLocation { RecordLocation(segmentID: segmentID, offset: offset, length: bits & Self.lengthMask) }
+        var check: UInt32 { bits & Self.checkMask }
+
+        mutating func point(at location: RecordLocation, tombstone: Bool) {
+            precondition(location.length <= Self.lengthMask, "a record is under 2^29 bytes")
+            segmentID = location.segmentID
+            offset = location.offset
+            bits = bits & Self.checkMask | location.length | (tombstone ? Self.tombstoneBit : 0)
+        }
     }
 
-    private static let tombstoneBit: UInt32 = 1 << 31
-    /// Chunk sizes bound the slack (the unused end of the last chunk) to a few bytes per key from
-    /// about 100,000 keys on: 16K entries (256 KiB) and 256 KiB of keys (a key is at most 64 KiB).
-    private static let entryChunkShift = 14
-    private static let entriesPerChunk = 1 << entryChunkShift
+    /// The arena's chunk size bounds its slack (the unused end of the last chunk) to about a byte
+    /// per key from 200,000 keys on; a key is at most 64 KiB.
     private static let arenaChunkShift = 18
     private static let arenaChunkSize = 1 << arenaChunkShift
     private static let arenaOffsetMask = UInt32(arenaChunkSize - 1)
     private static let empty: UInt8 = 0, deleted: UInt8 = 1
+    /// Slots per group: the control bytes probed at once (one `UInt64`).
+    private static let groupWidth = 8
+    /// Load after growing; 7/8 is the most the table allows (full and deleted slots counted).
+    private static let loadAfterGrowth = 0.6
+    /// Slots ahead of a sequential walk whose keys are prefetched from the arena.
+    private static let walkPrefetchDistance = 16
 
     private let hasher: KeyHasher
     @exclusivity(unchecked) private var control: UnsafeMutablePointer<UInt8>
-    @exclusivity(unchecked) private var slots: UnsafeMutablePointer<UInt32>
+    @exclusivity(unchecked) private var table: UnsafeMutablePointer<Entry>
     @exclusivity(unchecked) private var capacity: Int
+    /// `capacity / groupWidth`, a prime.
+    @exclusivity(unchecked) private var groups: Int
     @exclusivity(unchecked) private var usedSlots = 0  // full + deleted
     @exclusivity(unchecked) package private(set) var count = 0
     @exclusivity(unchecked) private var tombstones = 0
 
-    @exclusivity(unchecked) private var entryChunks: [UnsafeMutablePointer<Entry>] = []
-    @exclusivity(unchecked) private var entryCount = 0  // entries handed out, free ones included
-    @exclusivity(unchecked) private var freeEntry: UInt32 = .max
-
     @exclusivity(unchecked) private var arenaChunks: [UnsafeMutableRawPointer] = []
     @exclusivity(unchecked) private var arenaUsed = 0  // bytes used in the last chunk
-    /// Chunk 0 of the entries and of the arena starts small and grows (by copying) to full size,
-    /// so that a store with a handful of keys does not pay for a full chunk of each.
-    @exclusivity(unchecked) private var entryChunk0Capacity = 0
+    /// Chunk 0 of the arena starts small and grows (by copying) to full size, so that a store with
+    /// a handful of keys does not pay for a full chunk.
     @exclusivity(unchecked) private var arenaChunk0Capacity = 0
     @exclusivity(unchecked) private var arenaGarbage = 0
     @exclusivity(unchecked) private var arenaLive = 0
 
-    @exclusivity(unchecked) private var seqChunks: [UnsafeMutablePointer<UInt64>]?
+    /// One sequence number per slot, while recovery runs.
+    @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
 
     package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024) {
         self.hasher = hasher
-        var capacity = 16
-        while capacity * 4 < minimumCapacity * 5 { capacity *= 2 }
-        self.capacity = capacity
-        control = .allocate(capacity: capacity)
-        control.initialize(repeating: Self.empty, count: capacity)
-        slots = .allocate(capacity: capacity)
+        groups = Self.prime(atLeast: minimumCapacity * 8 / 7 / Self.groupWidth + 1)
+        capacity = groups * Self.groupWidth
+        (control, table) = Self.allocateTable(capacity: capacity)
     }
 
     deinit {
-        control.deallocate()
-        slots.deallocate()
-        entryChunks.forEach { $0.deallocate() }
+        Self.deallocateTable(control, table)
         arenaChunks.forEach { $0.deallocate() }
-        seqChunks?.forEach { $0.deallocate() }
+        seqs?.deallocate()
     }
 
-    /// Bytes of memory the index holds (tables, entries, arena), for the per-key figure.
+    /// Bytes of memory the index holds (tables, arena), for the per-key figure.
     package var memoryBytes: Int {
-        capacity * 5 + entryCapacity * MemoryLayout<Entry>.stride
+        capacity + capacity * MemoryLayout<Entry>.stride
             + (arenaChunks.count <= 1 ? arenaChunk0Capacity : arenaChunks.count * Self.arenaChunkSize)
-            + (seqChunks?.count ?? 0) * Self.entriesPerChunk * 8
+            + (seqs == nil ? 0 : capacity * 8)
     }
 
-    /// Entries that fit in the allocated chunks.
-    private var entryCapacity: Int {
-        entryChunks.count <= 1 ? entryChunk0Capacity : entryChunks.count * Self.entriesPerChunk
-    }
+    /// Test-only: the number of slots in the table.
+    package var slotCount: Int { capacity }
 
     /// Key bytes held (without length prefixes or garbage).
     @exclusivity(unchecked) package private(set) var totalKeyBytes = 0
@@ -99,35 +124,41 @@ package final class KeyIndex {
 
     package func lookup(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
         guard let slot = find(key, hash: hasher.hash(key)) else { return nil }
-        let entry = entryPointer(slots[slot]).pointee
-        guard entry.length & Self.tombstoneBit == 0 else { return nil }
-        return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
+        let entry = table[slot]
+        return entry.isTombstone ? nil : entry.location
     }
 
-    /// The location of the first entry on `key`'s probe path whose hash tag matches, without
-    /// reading the stored key; nil means `key` is absent.
+    /// The location in the first entry on `key`'s probe path whose 9 bits of hash match (the tag
+    /// and the entry's check bits), without reading the stored key; nil means `key` is absent.
     ///
     /// Saves the dependent cache miss of the key's bytes in the arena for a caller that checks the
     /// key anyway: a record carries its key, so a get compares the key in the record it reads and
-    /// falls back to ``lookup(_:)`` when it differs (an entry of another key with the same 7-bit
-    /// tag came first on the path: under 1% of lookups at the table's load).
+    /// falls back to ``lookup(_:)`` when it differs (an entry of another key with the same bits
+    /// came first on the path: about 1% of lookups at the table's loads).
     package func probableLocation(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
-        guard let slot = find(key, hash: hasher.hash(key), comparingKeys: false) else { return nil }
-        let entry = entryPointer(slots[slot]).pointee
+        let hash = hasher.hash(key)
+        // The entry is most likely in the home group: start loading its two lines now, so that
+        // their misses overlap the probe of the control bytes.
+        let home = homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_read(table + home)
+        cask_prefetch_for_read(table + home + Self.groupWidth / 2)
+        guard let slot = find(key, hash: hash, comparingKeys: false) else { return nil }
+        let entry = table[slot]
         // A tombstone exists only while recovery runs; let the exact lookup judge it.
-        guard entry.length & Self.tombstoneBit == 0 else { return lookup(key) }
-        return RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length)
+        return entry.isTombstone ? lookup(key) : entry.location
     }
 
-    /// Starts loading the cache lines an ``upsert(_:_:)`` of `key` reads first (its control byte and
-    /// slot), so that the misses overlap whatever the caller does before the upsert.
+    /// Starts loading the cache lines an ``upsert(_:_:)`` of `key` reads first (its home group's
+    /// control bytes and entries), so that the misses overlap whatever the caller does before the
+    /// upsert.
     ///
     /// Needs no lock against readers; the caller must rule out a concurrent upsert (the table moves
     /// only when an upsert grows it). A prefetch never faults.
     package func prefetch(_ key: UnsafeRawBufferPointer) {
-        let slot = Int(truncatingIfNeeded: hasher.hash(key)) & (capacity - 1)
-        cask_prefetch_for_write(control + slot)
-        cask_prefetch_for_write(slots + slot)
+        let home = homeGroup(hasher.hash(key)) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_write(control + home)
+        cask_prefetch_for_write(table + home)
+        cask_prefetch_for_write(table + home + Self.groupWidth / 2)
     }
 
     /// Points `key` at `location`; returns the location it replaced, if any.
@@ -135,17 +166,14 @@ package final class KeyIndex {
     package func upsert(_ key: UnsafeRawBufferPointer, _ location: RecordLocation) -> RecordLocation? {
         let hash = hasher.hash(key)
         if let slot = find(key, hash: hash) {
-            let entry = entryPointer(slots[slot])
-            let old = entry.pointee
-            entry.pointee.segmentID = location.segmentID
-            entry.pointee.offset = location.offset
-            entry.pointee.length = location.length
-            if old.length & Self.tombstoneBit != 0 {
+            let old = table[slot]
+            table[slot].point(at: location, tombstone: false)
+            if old.isTombstone {
                 tombstones -= 1
                 count += 1
                 return nil
             }
-            return RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length)
+            return old.location
         }
         insertNew(key, hash: hash, location: location)
         count += 1
@@ -156,23 +184,18 @@ package final class KeyIndex {
     @discardableResult
     package func remove(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
         guard let slot = find(key, hash: hasher.hash(key)) else { return nil }
-        let number = slots[slot]
-        let old = entryPointer(number).pointee
-        let wasTombstone = old.length & Self.tombstoneBit != 0
+        let old = table[slot]
         removeSlot(slot)
-        if wasTombstone { tombstones -= 1; return nil }
+        if old.isTombstone { tombstones -= 1; return nil }
         count -= 1
-        return RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length)
+        return old.location
     }
 
     /// Removes `key` only if it still points at `expected` (compare-and-delete).
     @discardableResult
     package func remove(_ key: UnsafeRawBufferPointer, ifAt expected: RecordLocation) -> Bool {
         guard let slot = find(key, hash: hasher.hash(key)) else { return false }
-        let entry = entryPointer(slots[slot]).pointee
-        guard entry.length & Self.tombstoneBit == 0,
-              RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length) == expected
-        else { return false }
+        guard !table[slot].isTombstone, table[slot].location == expected else { return false }
         removeSlot(slot)
         count -= 1
         return true
@@ -182,26 +205,20 @@ package final class KeyIndex {
     @discardableResult
     package func replace(_ key: UnsafeRawBufferPointer, expected: RecordLocation, with location: RecordLocation) -> Bool {
         guard let slot = find(key, hash: hasher.hash(key)) else { return false }
-        let entry = entryPointer(slots[slot])
-        guard entry.pointee.length & Self.tombstoneBit == 0,
-              RecordLocation(segmentID: entry.pointee.segmentID, offset: entry.pointee.offset, length: entry.pointee.length) == expected
-        else { return false }
-        entry.pointee.segmentID = location.segmentID
-        entry.pointee.offset = location.offset
-        entry.pointee.length = location.length
+        guard !table[slot].isTombstone, table[slot].location == expected else { return false }
+        table[slot].point(at: location, tombstone: false)
         return true
     }
 
     /// Calls `body` with every live key and its location, in no particular order.
     /// The key pointer is valid only during the call.
     package func forEach(_ body: (UnsafeRawBufferPointer, RecordLocation) throws -> Void) rethrows {
-        // Walks the entries, not the slots: entries (and, mostly, their keys in the arena) lie in
-        // insertion order, so the walk reads memory sequentially; through the slots every key
-        // costs two cache misses. A free entry has segment id `UInt32.max`.
-        for number in 0..<UInt32(entryCount) {
-            let entry = entryPointer(number).pointee
-            guard entry.segmentID != .max, entry.length & Self.tombstoneBit == 0 else { continue }
-            try body(keyBytes(at: entry.keyPosition), RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length))
+        for slot in 0..<capacity {
+            prefetchKey(ofSlot: slot + Self.walkPrefetchDistance)
+            guard control[slot] >= 0x80 else { continue }
+            let entry = table[slot]
+            guard !entry.isTombstone else { continue }
+            try body(keyBytes(at: entry.keyPosition), entry.location)
         }
     }
 
@@ -210,7 +227,10 @@ package final class KeyIndex {
     /// Starts recording sequence numbers so that ``recover(_:_:seq:isDelete:)`` can keep the newest
     /// version of each key regardless of the order records are seen in.
     package func beginRecovery() {
-        if seqChunks == nil { seqChunks = [] }
+        guard seqs == nil else { return }
+        let seqs = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        seqs.initialize(repeating: 0, count: capacity)
+        self.seqs = seqs
     }
 
     /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
@@ -220,32 +240,26 @@ package final class KeyIndex {
     /// so that an older put of the same key seen later cannot bring the key back.
     @discardableResult
     package func recover(_ key: UnsafeRawBufferPointer, _ location: RecordLocation, seq: UInt64, isDelete: Bool) -> RecoveryOutcome {
-        precondition(seqChunks != nil, "beginRecovery() first")
+        precondition(seqs != nil, "beginRecovery() first")
         let hash = hasher.hash(key)
-        let length = isDelete ? location.length | Self.tombstoneBit : location.length
         if let slot = find(key, hash: hash) {
-            let number = slots[slot]
-            let known = seqPointer(number)
-            let entry = entryPointer(number)
-            let old = entry.pointee
+            let known = seqs! + slot
+            let old = table[slot]
             guard seq > known.pointee
                 || (seq == known.pointee && (location.segmentID, location.offset) > (old.segmentID, old.offset))
             else { return .superseded }
-            let oldWasDelete = old.length & Self.tombstoneBit != 0
-            entry.pointee.segmentID = location.segmentID
-            entry.pointee.offset = location.offset
-            entry.pointee.length = length
+            let oldWasDelete = old.isTombstone
+            table[slot].point(at: location, tombstone: isDelete)
             known.pointee = seq
             switch (oldWasDelete, isDelete) {
             case (false, true): count -= 1; tombstones += 1
             case (true, false): count += 1; tombstones -= 1
             default: break
             }
-            let oldLocation = RecordLocation(segmentID: old.segmentID, offset: old.offset, length: old.length & ~Self.tombstoneBit)
-            return .replaced(oldLocation, wasDelete: oldWasDelete)
+            return .replaced(old.location, wasDelete: oldWasDelete)
         }
-        let number = insertNew(key, hash: hash, location: RecordLocation(segmentID: location.segmentID, offset: location.offset, length: length))
-        seqPointer(number).pointee = seq
+        let slot = insertNew(key, hash: hash, location: location, tombstone: isDelete)
+        seqs![slot] = seq
         if isDelete { tombstones += 1 } else { count += 1 }
         return .inserted
     }
@@ -262,43 +276,175 @@ package final class KeyIndex {
     /// The locations of the tombstones recovery kept (deletes newer than every put of their key).
     package func forEachTombstone(_ body: (RecordLocation) -> Void) {
         for slot in 0..<capacity where control[slot] >= 0x80 {
-            let entry = entryPointer(slots[slot]).pointee
-            if entry.length & Self.tombstoneBit != 0 {
-                body(RecordLocation(segmentID: entry.segmentID, offset: entry.offset, length: entry.length & ~Self.tombstoneBit))
-            }
+            if table[slot].isTombstone { body(table[slot].location) }
         }
     }
 
     /// Drops the tombstones and the sequence numbers kept for recovery.
     package func endRecovery() {
+        seqs?.deallocate()
+        seqs = nil
         if tombstones > 0 {
-            for slot in 0..<capacity where control[slot] >= 0x80 {
-                if entryPointer(slots[slot]).pointee.length & Self.tombstoneBit != 0 { removeSlot(slot) }
+            for slot in 0..<capacity where control[slot] >= 0x80 && table[slot].isTombstone {
+                removeSlot(slot)
             }
             tombstones = 0
         }
-        seqChunks?.forEach { $0.deallocate() }
-        seqChunks = nil
         compactArenaIfWasteful()
     }
 
     // MARK: Internals
 
-    @inline(__always)
-    private func entryPointer(_ number: UInt32) -> UnsafeMutablePointer<Entry> {
-        let number = Int(number)
-        return entryChunks[number >> Self.entryChunkShift] + (number & (Self.entriesPerChunk - 1))
+    /// Control bytes and entries for `capacity` slots, all empty; both cache-line aligned, so that
+    /// a group's control bytes are one load and its entries two whole lines (``TableMemory``,
+    /// which also asks for huge pages). Release them with ``deallocateTable(_:_:)``.
+    private static func allocateTable(capacity: Int) -> (UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Entry>) {
+        let control = TableMemory.allocate(byteCount: capacity)
+            .initializeMemory(as: UInt8.self, repeating: empty, count: capacity)
+        let table = TableMemory.allocate(byteCount: capacity * MemoryLayout<Entry>.stride)
+            .bindMemory(to: Entry.self, capacity: capacity)
+        return (control, table)
     }
 
-    @inline(__always)
-    private func seqPointer(_ number: UInt32) -> UnsafeMutablePointer<UInt64> {
-        let number = Int(number)
-        while seqChunks!.count <= number >> Self.entryChunkShift {
-            let chunk = UnsafeMutablePointer<UInt64>.allocate(capacity: Self.entriesPerChunk)
-            chunk.initialize(repeating: 0, count: Self.entriesPerChunk)
-            seqChunks!.append(chunk)
+    private static func deallocateTable(_ control: UnsafeMutablePointer<UInt8>, _ table: UnsafeMutablePointer<Entry>) {
+        TableMemory.deallocate(UnsafeMutableRawPointer(control))
+        TableMemory.deallocate(UnsafeMutableRawPointer(table))
+    }
+
+    /// The smallest prime at least `n` (and at least 2), by trial division: O(√n), a few thousand
+    /// divisions for the largest tables, once per growth.
+    static func prime(atLeast n: Int) -> Int {
+        var candidate = Swift.max(n, 2)
+        while true {
+            var divisor = 2
+            var isPrime = true
+            while divisor * divisor <= candidate {
+                if candidate % divisor == 0 { isPrime = false; break }
+                divisor += divisor == 2 ? 1 : 2
+            }
+            if isPrime { return candidate }
+            candidate += 1
         }
-        return seqChunks![number >> Self.entryChunkShift] + (number & (Self.entriesPerChunk - 1))
+    }
+
+    /// The group where `hash`'s probe path starts: the high word of hash × groups, which is below
+    /// `groups` (Lemire's fast range reduction: any number of groups, no division).
+    @inline(__always)
+    private func homeGroup(_ hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(truncatingIfNeeded: groups)).high)
+    }
+
+    /// How far `hash`'s probe path moves from one group to the next: 1 to groups - 1, from hash bits
+    /// that neither the tag nor the home group use. With a prime number of groups, the path visits
+    /// every group.
+    @inline(__always)
+    private func step(_ hash: UInt64) -> Int {
+        // Safe: a 32-bit value times groups - 1 (below 2^32), shifted down 32, is below groups - 1.
+        1 &+ Int(truncatingIfNeeded: ((hash >> 7) & 0xFFFF_FFFF) &* UInt64(truncatingIfNeeded: groups &- 1) >> 32)
+    }
+
+    /// The next group on a probe path.
+    @inline(__always)
+    private func next(_ group: Int, step: Int) -> Int {
+        let next = group &+ step  // Safe: both below groups.
+        return next >= groups ? next &- groups : next
+    }
+
+    /// The tag of a full slot: the hash's low 7 bits (its high bits choose the home group, so the
+    /// keys of one group share them) and the top bit.
+    @inline(__always)
+    private static func tag(_ hash: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: hash) | 0x80 }
+
+    /// Two more bits of the hash, kept in the entry (bits 29–30 of ``Entry/bits``): an entry whose
+    /// tag matches is checked against them before its key is read, which cuts the needless key
+    /// reads (and the wrong records a probable location leads to) by four. Hash bits 39–40, which
+    /// the tag, the home group and the step do not use.
+    @inline(__always)
+    private static func checkBits(_ hash: UInt64) -> UInt32 { (UInt32(truncatingIfNeeded: hash >> 39) & 3) << 29 }
+
+    /// The control bytes of group `group` as a little-endian word: slot `group * 8 + i` is byte `i`.
+    @inline(__always)
+    private func controlWord(_ group: Int) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(control + group &* Self.groupWidth).load(as: UInt64.self))  // Safe: below capacity.
+    }
+
+    private static let lowBits: UInt64 = 0x0101_0101_0101_0101
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The zero bytes of `word`, as the high bit of each. The lowest bit set is exact; a bit above a
+    /// zero byte can be a false one (the subtraction's borrow), so callers check each candidate.
+    @inline(__always)
+    private static func zeroBytes(_ word: UInt64) -> UInt64 { (word &- lowBits) & ~word & highBits }
+
+    /// The slot holding `key`, if present; without `comparingKeys`, the first slot on its probe
+    /// path whose tag matches (see ``probableLocation(_:)``).
+    ///
+    /// A key is in the first group of its path that had a free slot when it was inserted, so the
+    /// search ends at a group with an empty slot: a group that has been full since the last rehash
+    /// never gets an empty slot back (``removeSlot(_:)`` marks it deleted).
+    @inline(__always)
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, comparingKeys: Bool = true) -> Int? {
+        let tag = Self.tag(hash)
+        let tags = Self.lowBits &* UInt64(tag)
+        let check = Self.checkBits(hash)
+        var group = homeGroup(hash)
+        var step = 0
+        while true {
+            let word = controlWord(group)
+            var matches = Self.zeroBytes(word ^ tags)
+            while matches != 0 {
+                let slot = group &* Self.groupWidth &+ matches.trailingZeroBitCount >> 3  // Safe: below capacity.
+                if control[slot] == tag && table[slot].check == check {
+                    guard comparingKeys else { return slot }
+                    if keyBytes(at: table[slot].keyPosition).hasSameBytes(as: key) { return slot }
+                }
+                matches &= matches &- 1
+            }
+            if Self.zeroBytes(word) != 0 { return nil }
+            if step == 0 { step = self.step(hash) }
+            group = next(group, step: step)
+        }
+    }
+
+    /// The first slot that is not full on the path of `hash`. The table always has one: growth
+    /// keeps at least an eighth of the slots empty, and the path visits every group.
+    @inline(__always)
+    private func freeSlot(for hash: UInt64) -> Int {
+        var group = homeGroup(hash)
+        var step = 0
+        while true {
+            let free = ~controlWord(group) & Self.highBits  // empty (0) or deleted (1)
+            if free != 0 { return group &* Self.groupWidth &+ free.trailingZeroBitCount >> 3 }  // Safe: below capacity.
+            if step == 0 { step = self.step(hash) }
+            group = next(group, step: step)
+        }
+    }
+
+    @discardableResult
+    private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation, tombstone: Bool = false) -> Int {
+        if (usedSlots + 1) * 8 > capacity * 7 { resize(toHold: count + tombstones + 1) }
+        let slot = freeSlot(for: hash)
+        if control[slot] == Self.empty { usedSlots += 1 }
+        control[slot] = Self.tag(hash)
+        table[slot] = Entry(keyPosition: storeKey(key), location: location, check: Self.checkBits(hash), tombstone: tombstone)
+        totalKeyBytes += key.count
+        return slot
+    }
+
+    private func removeSlot(_ slot: Int) {
+        let key = keyBytes(at: table[slot].keyPosition)
+        totalKeyBytes -= key.count
+        arenaGarbage += key.count + Varint.size(of: UInt64(key.count))
+        arenaLive -= key.count + Varint.size(of: UInt64(key.count))
+        // A group with an empty slot has never been full since the last rehash, so no probe path
+        // runs through it: the slot can be empty too. In a full group it must stay on the paths.
+        if Self.zeroBytes(controlWord(slot / Self.groupWidth)) != 0 {
+            control[slot] = Self.empty
+            usedSlots -= 1
+        } else {
+            control[slot] = Self.deleted
+        }
+        if seqs == nil { compactArenaIfWasteful() }
     }
 
     @inline(__always)
@@ -312,88 +458,13 @@ package final class KeyIndex {
         return UnsafeRawBufferPointer(start: chunk + start + offset, count: length)
     }
 
+    /// Starts loading the key of `slot`, if it is a full slot of the table, for a walk in slot
+    /// order (the keys lie in the arena in insertion order, so such a walk reads them at random).
     @inline(__always)
-    private static func tag(_ hash: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: hash >> 57) | 0x80 }
-
-    /// The slot holding `key`, if present; without `comparingKeys`, the first slot on its probe
-    /// path whose tag matches (see ``probableLocation(_:)``).
-    @inline(__always)
-    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, comparingKeys: Bool = true) -> Int? {
-        let mask = capacity - 1
-        let tag = Self.tag(hash)
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while true {
-            let byte = control[slot]
-            if byte == Self.empty { return nil }
-            if byte == tag {
-                guard comparingKeys else { return slot }
-                let entry = entryPointer(slots[slot])
-                let stored = keyBytes(at: entry.pointee.keyPosition)
-                if stored.hasSameBytes(as: key) { return slot }
-            }
-            slot = (slot + 1) & mask
-        }
-    }
-
-    @discardableResult
-    private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation) -> UInt32 {
-        if (usedSlots + 1) * 4 > capacity * 3 { resize(toHold: count + tombstones + 1) }
-        let number = allocateEntry()
-        entryPointer(number).pointee = Entry(
-            keyPosition: storeKey(key), segmentID: location.segmentID, offset: location.offset, length: location.length)
-        let mask = capacity - 1
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while control[slot] >= 0x80 { slot = (slot + 1) & mask }
-        if control[slot] == Self.empty { usedSlots += 1 }
-        control[slot] = Self.tag(hash)
-        slots[slot] = number
-        totalKeyBytes += key.count
-        return number
-    }
-
-    private func removeSlot(_ slot: Int) {
-        let number = slots[slot]
-        let entry = entryPointer(number)
-        let key = keyBytes(at: entry.pointee.keyPosition)
-        totalKeyBytes -= key.count
-        arenaGarbage += key.count + Varint.size(of: UInt64(key.count))
-        arenaLive -= key.count + Varint.size(of: UInt64(key.count))
-        entry.pointee = Entry(keyPosition: freeEntry, segmentID: .max, offset: 0, length: 0)
-        freeEntry = number
-        // If the next slot is empty, no probe sequence runs through this one: mark it empty.
-        if control[(slot + 1) & (capacity - 1)] == Self.empty {
-            control[slot] = Self.empty
-            usedSlots -= 1
-        } else {
-            control[slot] = Self.deleted
-        }
-        if seqChunks == nil { compactArenaIfWasteful() }
-    }
-
-    private func allocateEntry() -> UInt32 {
-        if freeEntry != .max {
-            let number = freeEntry
-            freeEntry = entryPointer(number).pointee.keyPosition
-            return number
-        }
-        precondition(entryCount < Int(UInt32.max - 1), "the index holds at most 4,294,967,294 keys")
-        if entryCount == entryCapacity {
-            if entryChunks.isEmpty {
-                entryChunks.append(.allocate(capacity: 256))
-                entryChunk0Capacity = 256
-            } else if entryChunk0Capacity < Self.entriesPerChunk {
-                let grown = UnsafeMutablePointer<Entry>.allocate(capacity: entryChunk0Capacity * 2)
-                grown.moveInitialize(from: entryChunks[0], count: entryCount)
-                entryChunks[0].deallocate()
-                entryChunks[0] = grown
-                entryChunk0Capacity *= 2
-            } else {
-                entryChunks.append(.allocate(capacity: Self.entriesPerChunk))
-            }
-        }
-        let number = UInt32(entryCount)
-        entryCount += 1
-        return number
+    private func prefetchKey(ofSlot slot: Int) {
+        guard slot < capacity, control[slot] >= 0x80 else { return }
+        let position = table[slot].keyPosition
+        cask_prefetch_for_read(arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask))
     }
 
     private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
@@ -433,37 +504,40 @@ package final class KeyIndex {
 
     /// Makes room for `keys` keys in all without growing the table again.
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
-    /// hold `keys` at a load of at most 3/4, the most the table allows.)
+    /// hold `keys` at a load of at most 7/8, the most the table allows.)
     package func reserve(_ keys: Int) {
-        if (keys + 1) * 4 > capacity * 3 { resize(toHold: keys, maximumLoad: 0.75) }
+        if (keys + 1) * 8 > capacity * 7 { resize(toHold: keys + 1, load: 0.875) }
     }
 
-    /// Grows the table until `keys` keys fill at most half of it (or rehashes in place, dropping
-    /// deleted slots, when those are what fills it). Growing from 75% doubles (load 0.375), never
-    /// quadruples.
-    private func resize(toHold keys: Int, maximumLoad: Double = 0.5) {
-        var newCapacity = capacity
-        while Double(keys) > Double(newCapacity) * maximumLoad { newCapacity *= 2 }
-        control.deallocate()
-        slots.deallocate()
-        control = .allocate(capacity: newCapacity)
-        control.initialize(repeating: Self.empty, count: newCapacity)
-        slots = .allocate(capacity: newCapacity)
+    /// Rehashes into a table where `keys` keys fill `load` of the slots (or less, if the table is
+    /// already bigger: it never shrinks), dropping the deleted slots.
+    private func resize(toHold keys: Int, load: Double = loadAfterGrowth) {
+        let newGroups = Self.prime(atLeast: Swift.max(groups, Int((Double(keys) / load / Double(Self.groupWidth)).rounded(.up))))
+        let newCapacity = newGroups * Self.groupWidth
+        let (oldControl, oldTable, oldCapacity, oldSeqs) = (control, table, capacity, seqs)
+        (control, table) = Self.allocateTable(capacity: newCapacity)
         capacity = newCapacity
+        groups = newGroups
+        if oldSeqs != nil { seqs = .allocate(capacity: newCapacity) }
         usedSlots = 0
-        let mask = newCapacity - 1
-        // Walk the entries rather than the old slots: entries, and the keys in the arena, are in
-        // insertion order, so rehashing reads memory sequentially instead of at random.
-        for number in 0..<UInt32(entryCount) {
-            let entry = entryPointer(number).pointee
-            guard entry.segmentID != .max else { continue }  // a free entry
-            let hash = hasher.hash(keyBytes(at: entry.keyPosition))
-            var target = Int(truncatingIfNeeded: hash) & mask
-            while control[target] != Self.empty { target = (target + 1) & mask }
-            control[target] = Self.tag(hash)
-            slots[target] = number
+        for slot in 0..<oldCapacity {
+            // The walk is in slot order, the keys at random in the arena: load them ahead.
+            let ahead = slot + Self.walkPrefetchDistance
+            if ahead < oldCapacity, oldControl[ahead] >= 0x80 {
+                let position = oldTable[ahead].keyPosition
+                cask_prefetch_for_read(arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask))
+            }
+            let byte = oldControl[slot]
+            guard byte >= 0x80 else { continue }
+            let entry = oldTable[slot]
+            let target = freeSlot(for: hasher.hash(keyBytes(at: entry.keyPosition)))
+            control[target] = byte
+            table[target] = entry
+            if let oldSeqs { seqs![target] = oldSeqs[slot] }
             usedSlots += 1
         }
+        Self.deallocateTable(oldControl, oldTable)
+        oldSeqs?.deallocate()
     }
 
     /// Rewrites the arena when deleted keys waste more than half of it.
@@ -476,14 +550,13 @@ package final class KeyIndex {
         arenaLive = 0
         arenaGarbage = 0
         for slot in 0..<capacity where control[slot] >= 0x80 {
-            let entry = entryPointer(slots[slot])
-            let position = entry.pointee.keyPosition
+            let position = table[slot].keyPosition
             let chunk = oldChunks[Int(position >> Self.arenaChunkShift)]
             let start = Int(position & Self.arenaOffsetMask)
             var offset = 0
             let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
             let length = Int(Varint.read(header, at: &offset)!)
-            entry.pointee.keyPosition = storeKey(UnsafeRawBufferPointer(start: chunk + start + offset, count: length))
+            table[slot].keyPosition = storeKey(UnsafeRawBufferPointer(start: chunk + start + offset, count: length))
         }
         oldChunks.forEach { $0.deallocate() }
     }

@@ -1,4 +1,5 @@
 import Synchronization
+import CCaskCPU
 
 /// An open segment file. Readers hold a reference while they read, so a file that compaction
 /// removes stays readable until the last reader lets go; the descriptor closes and the mapping is
@@ -50,6 +51,17 @@ package final class SegmentFile: @unchecked Sendable {
     package func mappedBytes(_ location: RecordLocation) -> UnsafeRawBufferPointer? {
         guard let mapping, Int(location.offset) + Int(location.length) <= mappedLength else { return nil }
         return UnsafeRawBufferPointer(start: mapping + Int(location.offset), count: Int(location.length))
+    }
+
+    /// Starts loading the first cache lines of the record at `location` from the mapping, so that
+    /// the miss overlaps whatever the caller does before it reads the record. Never faults: a
+    /// prefetch of a page that is not mapped (or not in the file) does nothing.
+    package func prefetch(_ location: RecordLocation) {
+        guard let mapping else { return }
+        let start = mapping + Int(location.offset)
+        cask_prefetch_for_read(start)
+        // A small record often straddles two lines; the second holds the rest of its key or value.
+        if location.length > 1, (Int(bitPattern: start) & 63) + Int(location.length) > 64 { cask_prefetch_for_read(start + 64) }
     }
 
     /// Reads `location.length` bytes at `location.offset` into `buffer` (which has at least that many).

@@ -162,6 +162,9 @@ extension CaskStore {
         try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
             if shared.closed { throw CaskError.closed }
             guard let location = exactly ? shared.index.lookup(key) : shared.index.probableLocation(key), let file = shared.segments[location.segmentID] else { return nil }
+            // Before the retain of `file` and the unlock, whose atomic instructions wait for all
+            // earlier loads: the record's miss then runs alongside them.
+            file.prefetch(location)
             return (location, file)
         }
     }

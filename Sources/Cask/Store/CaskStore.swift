@@ -41,7 +41,7 @@ public final class CaskStore: Sendable {
 
     struct SharedState {
         let index: KeyIndex
-        var segments: [UInt32: SegmentFile]
+        var segments: SegmentTable
         var stats: SegmentAccounting
         /// Expiry times of the keys whose latest record has one.
         var expiries = ExpiryTable()
@@ -128,7 +128,7 @@ public final class CaskStore: Sendable {
                 index: recovered.index)
             writer = Lock(newWriter)
         }
-        var segments: [UInt32: SegmentFile] = [:]
+        var segments = SegmentTable()
         for (id, file) in recovered.segments { segments[UInt32(id)] = file }
         state = ReadWriteLock(SharedState(
             index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values), expiries: recovered.expiries))
