@@ -104,7 +104,7 @@ package final class KeyIndex {
     deinit {
         Self.deallocateTable(control, table)
         arenaChunks.forEach { $0.deallocate() }
-        seqs?.deallocate()
+        seqs.map { TableMemory.deallocate($0) }
     }
 
     /// Bytes of memory the index holds (tables, arena), for the per-key figure.
@@ -148,9 +148,9 @@ package final class KeyIndex {
         return entry.isTombstone ? lookup(key) : entry.location
     }
 
-    /// Starts loading the cache lines an ``upsert(_:_:)`` of `key` reads first (its home group's
-    /// control bytes and entries), so that the misses overlap whatever the caller does before the
-    /// upsert.
+    /// Starts loading the cache lines an ``upsert(_:_:)`` or a ``recover(_:_:seq:isDelete:)`` of
+    /// `key` reads first (its home group's control bytes and entries, and while recovery runs its
+    /// sequence numbers), so that the misses overlap whatever the caller does before the update.
     ///
     /// Needs no lock against readers; the caller must rule out a concurrent upsert (the table moves
     /// only when an upsert grows it). A prefetch never faults.
@@ -159,6 +159,7 @@ package final class KeyIndex {
         cask_prefetch_for_write(control + home)
         cask_prefetch_for_write(table + home)
         cask_prefetch_for_write(table + home + Self.groupWidth / 2)
+        if let seqs { cask_prefetch_for_write(seqs + home) }
     }
 
     /// Points `key` at `location`; returns the location it replaced, if any.
@@ -228,9 +229,7 @@ package final class KeyIndex {
     /// version of each key regardless of the order records are seen in.
     package func beginRecovery() {
         guard seqs == nil else { return }
-        let seqs = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
-        seqs.initialize(repeating: 0, count: capacity)
-        self.seqs = seqs
+        seqs = Self.allocateSeqs(capacity: capacity)
     }
 
     /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
@@ -282,7 +281,7 @@ package final class KeyIndex {
 
     /// Drops the tombstones and the sequence numbers kept for recovery.
     package func endRecovery() {
-        seqs?.deallocate()
+        seqs.map { TableMemory.deallocate($0) }
         seqs = nil
         if tombstones > 0 {
             for slot in 0..<capacity where control[slot] >= 0x80 && table[slot].isTombstone {
@@ -304,6 +303,11 @@ package final class KeyIndex {
         let table = TableMemory.allocate(byteCount: capacity * MemoryLayout<Entry>.stride)
             .bindMemory(to: Entry.self, capacity: capacity)
         return (control, table)
+    }
+
+    /// Sequence numbers for `capacity` slots, all 0, aligned like the table (a group's are one line).
+    private static func allocateSeqs(capacity: Int) -> UnsafeMutablePointer<UInt64> {
+        TableMemory.allocate(byteCount: capacity * 8).initializeMemory(as: UInt64.self, repeating: 0, count: capacity)
     }
 
     private static func deallocateTable(_ control: UnsafeMutablePointer<UInt8>, _ table: UnsafeMutablePointer<Entry>) {
@@ -518,7 +522,7 @@ package final class KeyIndex {
         (control, table) = Self.allocateTable(capacity: newCapacity)
         capacity = newCapacity
         groups = newGroups
-        if oldSeqs != nil { seqs = .allocate(capacity: newCapacity) }
+        if oldSeqs != nil { seqs = Self.allocateSeqs(capacity: newCapacity) }
         usedSlots = 0
         for slot in 0..<oldCapacity {
             // The walk is in slot order, the keys at random in the arena: load them ahead.
@@ -537,7 +541,7 @@ package final class KeyIndex {
             usedSlots += 1
         }
         Self.deallocateTable(oldControl, oldTable)
-        oldSeqs?.deallocate()
+        oldSeqs.map { TableMemory.deallocate($0) }
     }
 
     /// Rewrites the arena when deleted keys waste more than half of it.

@@ -72,6 +72,7 @@ package struct StoreRecovery {
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
             if let manifestProblem { result.report.corruptRanges.append(manifestProblem) }
+            result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
             result.index.beginRecovery()
             for id in ids {
                 guard id >= 1, id < UInt64(UInt32.max) else {
@@ -92,6 +93,29 @@ package struct StoreRecovery {
             }
             return finish(result, ids: ids)
         }
+    }
+
+    /// The entries the hint files of `ids` declare in their headers (each header checked, each
+    /// count capped at what its segment could hold), so that the index is sized once for all of
+    /// them rather than grown, and rehashed, hint by hint. Unreadable hints count 0.
+    private func hintedEntries(_ ids: [UInt64]) -> Int {
+        var total = 0
+        for id in ids {
+            guard let fd = try? fileSystem.open(path(SegmentName.hint(id)), flags: O_RDONLY, mode: 0) else { continue }
+            defer { fileSystem.close(fd) }
+            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+            guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
+                  read == HintFile.headerLength,
+                  let segment = try? fileSystem.open(path(SegmentName.segment(id)), flags: O_RDONLY, mode: 0)
+            else { continue }
+            defer { fileSystem.close(segment) }
+            guard let segmentLength = try? fileSystem.fileSize(segment) else { continue }
+            total += header.withUnsafeBytes { raw in
+                guard CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: raw[0..<44])) == raw.readLittleEndian(at: 44, as: UInt32.self) else { return 0 }
+                return Int(min(raw.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9)))
+            }
+        }
+        return total
     }
 
     /// The segment a writer appends to: the one with the highest base seq (compaction outputs have
@@ -248,7 +272,7 @@ package struct StoreRecovery {
                 receive(key: key, type: header.type, flags: header.flags, seq: header.seq, valueLength: header.valueLength,
                         expiresAt: header.expiresAt,
                         location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                        into: &result, stats: &stats, batch: &batch)
+                        into: &result, stats: &stats, batch: &batch, pending: nil)
             },
             onCorrupt: { corrupt.append($0) })
 
@@ -313,6 +337,7 @@ package struct StoreRecovery {
               read == Int(size) else { return nil }
         var loaded = stats
         var loadedBatch = batch
+        let pending = PendingIndexUpdates()
         let outcome = bytes.withUnsafeBytes { raw in
             // Size the index for the entries at once rather than doubling its way there. The count
             // is only trusted up to what the segment could hold (9 bytes is the smallest record).
@@ -321,12 +346,17 @@ package struct StoreRecovery {
                 let entries = min(raw.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9))
                 result.index.reserve(result.index.count + Int(entries))
             }
-            return HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
+            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
                 receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
                         expiresAt: entry.expiresAt,
                         location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
-                        into: &result, stats: &loaded, batch: &loadedBatch)
+                        into: &result, stats: &loaded, batch: &loadedBatch, pending: pending)
             }
+            pending.drain { update in
+                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                      into: &result, stats: &loaded)
+            }
+            return outcome
         }
         switch outcome {
         case .invalid:
@@ -341,26 +371,34 @@ package struct StoreRecovery {
         }
     }
 
-    /// One valid record, from a scan or a hint: counted, then indexed — at once, or for a batch
-    /// member when its commit record comes.
+    /// One valid record, from a scan or a hint: counted, then indexed — at once (or through
+    /// `pending`, a few records later, in the same order), or for a batch member when its commit
+    /// record comes.
     private func receive(
         key: UnsafeRawBufferPointer, type: RecordType, flags: UInt8, seq: UInt64, valueLength: Int, expiresAt: UInt64?,
-        location: RecordLocation, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
+        location: RecordLocation, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler,
+        pending: PendingIndexUpdates?
     ) {
+        func index(_ key: UnsafeRawBufferPointer, _ type: RecordType, _ seq: UInt64, _ expiresAt: UInt64?, _ location: RecordLocation) {
+            guard let pending else {
+                return apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
+            }
+            pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, index: result.index) { update in
+                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                      into: &result, stats: &stats)
+            }
+        }
         result.report.recordsScanned += 1
         stats.noteRecord(seq: seq, valueLength: valueLength)
         if seq >= result.nextSeq { result.nextSeq = seq + 1 }
         if type == .batch {
             for member in batch.commit(firstSeq: BatchAssembler.firstSeq(ofCommitKey: key), commitSeq: seq) {
-                member.key.withUnsafeBytes { memberKey in
-                    apply(key: memberKey, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
-                          into: &result, stats: &stats)
-                }
+                member.key.withUnsafeBytes { memberKey in index(memberKey, member.type, member.seq, member.expiresAt, member.location) }
             }
         } else if flags & RecordFlags.batchMember != 0 {
             batch.hold(.init(key: Array(key), type: type, seq: seq, valueLength: valueLength, expiresAt: expiresAt, location: location))
         } else {
-            apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
+            index(key, type, seq, expiresAt, location)
         }
     }
 
