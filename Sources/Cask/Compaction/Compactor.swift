@@ -392,6 +392,8 @@ struct Compactor {
     /// Moves switched per exclusive hold of the index lock: a big compaction must not stop every
     /// read and write for as long as it takes to switch them all.
     private static let switchGroup = 4096
+    /// Moves ahead of the one being switched whose index lines are prefetched.
+    private static let switchPrefetchDistance = 8
 
     /// Step 3, under the index's write lock, taken once per ``switchGroup`` moves. Each move is a
     /// compare-and-set of its own, so readers and writers in between see each key at its old or its
@@ -406,7 +408,15 @@ struct Compactor {
         keys.withUnsafeBytes { keyBytes in
             for group in stride(from: 0, to: moves.count, by: Self.switchGroup) {
                 state.write { shared in
-                    for move in moves[group..<min(group + Self.switchGroup, moves.count)] where move.isPut {
+                    let end = min(group + Self.switchGroup, moves.count)
+                    for position in group..<end where moves[position].isPut {
+                        let move = moves[position]
+                        // The moves' keys land at random in the index: load a few ahead, so that their
+                        // misses overlap (the lock is held meanwhile, and readers wait for it).
+                        let ahead = position + Self.switchPrefetchDistance
+                        if ahead < end {
+                            shared.index.prefetch(UnsafeRawBufferPointer(rebasing: keyBytes[moves[ahead].keyStart..<(moves[ahead].keyStart + moves[ahead].keyLength)]))
+                        }
                         let key = UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
                         // A write since the copy keeps its newer record; the copy is then dead.
                         guard shared.index.replace(key, expected: move.old, with: move.new) else { continue }

@@ -142,7 +142,7 @@ package final class KeyIndex {
         let home = homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
         cask_prefetch_for_read(table + home)
         cask_prefetch_for_read(table + home + Self.groupWidth / 2)
-        guard let slot = find(key, hash: hash, comparingKeys: false) else { return nil }
+        guard let slot = find(key, hash: hash, matching: .tag) else { return nil }
         let entry = table[slot]
         // A tombstone exists only while recovery runs; let the exact lookup judge it.
         return entry.isTombstone ? lookup(key) : entry.location
@@ -195,8 +195,7 @@ package final class KeyIndex {
     /// Removes `key` only if it still points at `expected` (compare-and-delete).
     @discardableResult
     package func remove(_ key: UnsafeRawBufferPointer, ifAt expected: RecordLocation) -> Bool {
-        guard let slot = find(key, hash: hasher.hash(key)) else { return false }
-        guard !table[slot].isTombstone, table[slot].location == expected else { return false }
+        guard let slot = find(key, hash: hasher.hash(key), matching: .location(expected)) else { return false }
         removeSlot(slot)
         count -= 1
         return true
@@ -205,8 +204,7 @@ package final class KeyIndex {
     /// Replaces the location of `key` only if it is still `expected` (compare-and-set).
     @discardableResult
     package func replace(_ key: UnsafeRawBufferPointer, expected: RecordLocation, with location: RecordLocation) -> Bool {
-        guard let slot = find(key, hash: hasher.hash(key)) else { return false }
-        guard !table[slot].isTombstone, table[slot].location == expected else { return false }
+        guard let slot = find(key, hash: hasher.hash(key), matching: .location(expected)) else { return false }
         table[slot].point(at: location, tombstone: false)
         return true
     }
@@ -380,14 +378,25 @@ package final class KeyIndex {
     @inline(__always)
     private static func zeroBytes(_ word: UInt64) -> UInt64 { (word &- lowBits) & ~word & highBits }
 
-    /// The slot holding `key`, if present; without `comparingKeys`, the first slot on its probe
-    /// path whose tag matches (see ``probableLocation(_:)``).
+    /// What ``find(_:hash:matching:)`` takes for the key's slot, among the slots on its path whose
+    /// tag and check bits match.
+    private enum Match {
+        /// The slot whose stored key is `key`.
+        case key
+        /// The first (see ``probableLocation(_:)``).
+        case tag
+        /// The live entry pointing at this record, without reading the stored key: only the key's
+        /// own entry can, as a record holds one key. A compare-and-set then costs no arena miss.
+        case location(RecordLocation)
+    }
+
+    /// The slot holding `key` (as `match` says), if present.
     ///
     /// A key is in the first group of its path that had a free slot when it was inserted, so the
     /// search ends at a group with an empty slot: a group that has been full since the last rehash
     /// never gets an empty slot back (``removeSlot(_:)`` marks it deleted).
     @inline(__always)
-    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, comparingKeys: Bool = true) -> Int? {
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, matching match: Match = .key) -> Int? {
         let tag = Self.tag(hash)
         let tags = Self.lowBits &* UInt64(tag)
         let check = Self.checkBits(hash)
@@ -399,8 +408,11 @@ package final class KeyIndex {
             while matches != 0 {
                 let slot = group &* Self.groupWidth &+ matches.trailingZeroBitCount >> 3  // Safe: below capacity.
                 if control[slot] == tag && table[slot].check == check {
-                    guard comparingKeys else { return slot }
-                    if keyBytes(at: table[slot].keyPosition).hasSameBytes(as: key) { return slot }
+                    switch match {
+                    case .tag: return slot
+                    case .key: if keyBytes(at: table[slot].keyPosition).hasSameBytes(as: key) { return slot }
+                    case .location(let expected): if !table[slot].isTombstone && table[slot].location == expected { return slot }
+                    }
                 }
                 matches &= matches &- 1
             }
