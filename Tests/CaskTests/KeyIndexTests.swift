@@ -157,6 +157,26 @@ final class KeyIndexTests: XCTestCase {
         XCTAssertLessThan(Limits.maxRecordLength, 1 << 29)
     }
 
+    /// Recovery sizes the table for every record the hints list, dead ones included; what it does
+    /// not need is given back at the end, and nothing is lost doing so.
+    func testRecoveryGivesBackTheRoomDeadRecordsTookUp() {
+        let index = KeyIndex(hasher: KeyHasher(seed: 5))
+        index.reserve(400_000)
+        index.beginRecovery()
+        var model: Model = [:]
+        for i in 0..<20_000 {
+            let key = Array("key-\(i % 5_000)".utf8)
+            let location = RecordLocation(segmentID: 1, offset: UInt32(i), length: 50)
+            _ = key.withUnsafeBytes { index.recover($0, location, seq: UInt64(i + 1), isDelete: false) }
+            model[key] = location
+        }
+        let reserved = index.slotCount
+        index.endRecovery()
+        XCTAssertLessThan(index.slotCount, reserved / 10, "the table keeps its recovery size")
+        XCTAssertGreaterThanOrEqual(index.slotCount * 7, model.count * 8)
+        assertMatches(index, model, "after shrinking")
+    }
+
     func testPrimeGroupCounts() {
         func isPrime(_ n: Int) -> Bool { n >= 2 && !(2..<n).contains { $0 * $0 <= n && n % $0 == 0 } }
         for n in 0...300 {

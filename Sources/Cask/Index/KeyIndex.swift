@@ -68,8 +68,11 @@ package final class KeyIndex {
     private static let empty: UInt8 = 0, deleted: UInt8 = 1
     /// Slots per group: the control bytes probed at once (one `UInt64`).
     private static let groupWidth = 8
-    /// Load after growing; 7/8 is the most the table allows (full and deleted slots counted).
+    /// Load after growing; ``maximumLoad`` is the most the table allows (full and deleted slots counted).
     private static let loadAfterGrowth = 0.6
+    private static let maximumLoad = 0.875
+    /// Below this many slots, recovery leaves the table as big as it made it.
+    private static let shrinkableCapacity = 1 << 16
     /// Slots ahead of a sequential walk whose keys are prefetched from the arena.
     private static let walkPrefetchDistance = 16
 
@@ -277,7 +280,8 @@ package final class KeyIndex {
         }
     }
 
-    /// Drops the tombstones and the sequence numbers kept for recovery.
+    /// Drops the tombstones and the sequence numbers kept for recovery, and shrinks a table that
+    /// recovery made more than twice as big as its keys need. O(n) when it shrinks.
     package func endRecovery() {
         seqs.map { TableMemory.deallocate($0) }
         seqs = nil
@@ -286,6 +290,11 @@ package final class KeyIndex {
                 removeSlot(slot)
             }
             tombstones = 0
+        }
+        // Recovery sizes the table for every record its hint files list, dead ones included: give
+        // the room back when fewer than half the slots ended up used (small tables excepted).
+        if capacity > Self.shrinkableCapacity && usedSlots * 2 < capacity {
+            resize(toHold: count + 1, load: Self.maximumLoad, shrinking: true)
         }
         compactArenaIfWasteful()
     }
@@ -522,13 +531,14 @@ package final class KeyIndex {
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
     /// hold `keys` at a load of at most 7/8, the most the table allows.)
     package func reserve(_ keys: Int) {
-        if (keys + 1) * 8 > capacity * 7 { resize(toHold: keys + 1, load: 0.875) }
+        if (keys + 1) * 8 > capacity * 7 { resize(toHold: keys + 1, load: Self.maximumLoad) }
     }
 
     /// Rehashes into a table where `keys` keys fill `load` of the slots (or less, if the table is
-    /// already bigger: it never shrinks), dropping the deleted slots.
-    private func resize(toHold keys: Int, load: Double = loadAfterGrowth) {
-        let newGroups = Self.prime(atLeast: Swift.max(groups, Int((Double(keys) / load / Double(Self.groupWidth)).rounded(.up))))
+    /// already bigger and not `shrinking`), dropping the deleted slots.
+    private func resize(toHold keys: Int, load: Double = loadAfterGrowth, shrinking: Bool = false) {
+        let needed = Int((Double(keys) / load / Double(Self.groupWidth)).rounded(.up))
+        let newGroups = Self.prime(atLeast: shrinking ? needed : Swift.max(groups, needed))
         let newCapacity = newGroups * Self.groupWidth
         let (oldControl, oldTable, oldCapacity, oldSeqs) = (control, table, capacity, seqs)
         (control, table) = Self.allocateTable(capacity: newCapacity)
