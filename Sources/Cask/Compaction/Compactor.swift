@@ -406,6 +406,9 @@ struct Compactor {
             }
         }
         keys.withUnsafeBytes { keyBytes in
+            func key(of move: Move) -> UnsafeRawBufferPointer {
+                UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
+            }
             for group in stride(from: 0, to: moves.count, by: Self.switchGroup) {
                 state.write { shared in
                     let end = min(group + Self.switchGroup, moves.count)
@@ -414,10 +417,8 @@ struct Compactor {
                         // The moves' keys land at random in the index: load a few ahead, so that their
                         // misses overlap (the lock is held meanwhile, and readers wait for it).
                         let ahead = position + Self.switchPrefetchDistance
-                        if ahead < end {
-                            shared.index.prefetch(UnsafeRawBufferPointer(rebasing: keyBytes[moves[ahead].keyStart..<(moves[ahead].keyStart + moves[ahead].keyLength)]))
-                        }
-                        let key = UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
+                        if ahead < end { shared.index.prefetch(key(of: moves[ahead])) }
+                        let key = key(of: move)
                         // A write since the copy keeps its newer record; the copy is then dead.
                         guard shared.index.replace(key, expected: move.old, with: move.new) else { continue }
                         shared.stats.update(UInt64(move.old.segmentID)) { $0.removeLive(bytes: move.old.length) }
@@ -431,7 +432,7 @@ struct Compactor {
             guard !expired.isEmpty else { return }
             state.write { shared in
                 for forget in expired {
-                    let key = UnsafeRawBufferPointer(rebasing: keyBytes[forget.keyStart..<(forget.keyStart + forget.keyLength)])
+                    let key = key(of: forget)
                     if shared.index.remove(key, ifAt: forget.old) {
                         shared.stats.update(UInt64(forget.old.segmentID)) { $0.removeLive(bytes: forget.old.length) }
                         shared.expiries.set(key, expiresAt: nil)

@@ -472,15 +472,20 @@ package final class KeyIndex {
         if seqs == nil { compactArenaIfWasteful() }
     }
 
+    /// Where an arena position's length prefix starts.
+    @inline(__always)
+    private func arenaAddress(_ position: UInt32) -> UnsafeMutableRawPointer {
+        arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask)
+    }
+
     @inline(__always)
     private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer {
-        let chunk = arenaChunks[Int(position >> Self.arenaChunkShift)]
-        let start = Int(position & Self.arenaOffsetMask)
+        let start = arenaAddress(position)
         // The length varint was written whole by `storeKey`, so reading it stays inside the chunk.
-        let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
+        let header = UnsafeRawBufferPointer(start: start, count: 3)
         var offset = 0
         let length = Int(Varint.read(header, at: &offset)!)
-        return UnsafeRawBufferPointer(start: chunk + start + offset, count: length)
+        return UnsafeRawBufferPointer(start: start + offset, count: length)
     }
 
     /// Starts loading the key of `slot`, if it is a full slot of the table, for a walk in slot
@@ -488,8 +493,7 @@ package final class KeyIndex {
     @inline(__always)
     private func prefetchKey(ofSlot slot: Int) {
         guard slot < capacity, control[slot] >= 0x80 else { return }
-        let position = table[slot].keyPosition
-        cask_prefetch_for_read(arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask))
+        cask_prefetch_for_read(arenaAddress(table[slot].keyPosition))
     }
 
     private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
@@ -549,10 +553,7 @@ package final class KeyIndex {
         for slot in 0..<oldCapacity {
             // The walk is in slot order, the keys at random in the arena: load them ahead.
             let ahead = slot + Self.walkPrefetchDistance
-            if ahead < oldCapacity, oldControl[ahead] >= 0x80 {
-                let position = oldTable[ahead].keyPosition
-                cask_prefetch_for_read(arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask))
-            }
+            if ahead < oldCapacity, oldControl[ahead] >= 0x80 { cask_prefetch_for_read(arenaAddress(oldTable[ahead].keyPosition)) }
             let byte = oldControl[slot]
             guard byte >= 0x80 else { continue }
             let entry = oldTable[slot]

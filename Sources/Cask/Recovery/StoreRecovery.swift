@@ -110,12 +110,18 @@ package struct StoreRecovery {
             else { continue }
             defer { fileSystem.close(segment) }
             guard let segmentLength = try? fileSystem.fileSize(segment) else { continue }
-            total += header.withUnsafeBytes { raw in
-                guard CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: raw[0..<44])) == raw.readLittleEndian(at: 44, as: UInt32.self) else { return 0 }
-                return Int(min(raw.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9)))
-            }
+            total += header.withUnsafeBytes { Self.declaredEntries($0, segmentLength: segmentLength) } ?? 0
         }
         return total
+    }
+
+    /// The entry count a hint file's header declares, if the header's checksum holds; capped at what
+    /// a segment of `segmentLength` bytes could hold (9 bytes is the smallest record).
+    private static func declaredEntries(_ hint: UnsafeRawBufferPointer, segmentLength: Int64) -> Int? {
+        guard hint.count >= HintFile.headerLength,
+              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: hint[0..<44])) == hint.readLittleEndian(at: 44, as: UInt32.self)
+        else { return nil }
+        return Int(min(hint.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9)))
     }
 
     /// The segment a writer appends to: the one with the highest base seq (compaction outputs have
@@ -339,12 +345,10 @@ package struct StoreRecovery {
         var loadedBatch = batch
         let pending = PendingIndexUpdates()
         let outcome = bytes.withUnsafeBytes { raw in
-            // Size the index for the entries at once rather than doubling its way there. The count
-            // is only trusted up to what the segment could hold (9 bytes is the smallest record).
-            if raw.count >= HintFile.headerLength,
-               CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: raw[0..<44])) == raw.readLittleEndian(at: 44, as: UInt32.self) {
-                let entries = min(raw.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9))
-                result.index.reserve(result.index.count + Int(entries))
+            // Size the index for the entries at once rather than growing its way there. Usually the
+            // pre-pass (`hintedEntries`) already did, for every hint; this covers one it could not read.
+            if let entries = Self.declaredEntries(raw, segmentLength: segmentLength) {
+                result.index.reserve(result.index.count + entries)
             }
             let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
                 receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
