@@ -335,6 +335,7 @@ struct Compactor {
         let files = try writer.withLock { (w) throws(CaskError) -> [SegmentFile] in
             try w.checkUsable()
             try w.flush(bufferLimit: options.bufferSize)
+            CaskStore.noteWritten(w, in: state)
             // Oldest first (inputs not awaiting a sync were synced, or recovered, before the rest).
             let awaiting = Set(w.unsyncedSealed.map(\.id))
             return inputs.filter { !awaiting.contains($0.id) } + w.unsyncedSealed + [w.active]

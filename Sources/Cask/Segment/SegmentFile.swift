@@ -19,7 +19,8 @@ package final class SegmentFile: @unchecked Sendable {
     package let retired = Lock(false)
     /// The start of the mapping, or nil when the file is read with `pread`.
     package let mapping: UnsafeRawPointer?
-    private let mappedLength: Int
+    /// Bytes mapped from the start of the file (0 without a mapping).
+    package let mappedLength: Int
     /// Bytes of the file that have been handed to the OS (`pwrite`): `pread` can serve them.
     /// Bytes past this are still in the writer's buffer.
     package let writtenLength: Atomic<Int64>
@@ -56,12 +57,18 @@ package final class SegmentFile: @unchecked Sendable {
     /// Starts loading the first cache lines of the record at `location` from the mapping, so that
     /// the miss overlaps whatever the caller does before it reads the record. Never faults: a
     /// prefetch of a page that is not mapped (or not in the file) does nothing.
-    package func prefetch(_ location: RecordLocation) {
+    @inline(__always) package func prefetch(_ location: RecordLocation) {
         guard let mapping else { return }
-        let start = mapping + Int(location.offset)
+        Self.prefetch(record: UnsafeRawBufferPointer(start: mapping + Int(location.offset), count: Int(location.length)))
+    }
+
+    /// Starts loading the first line of a record's bytes, and the second when the record reaches
+    /// into it (a small record often straddles two lines; the second holds the rest of its key or
+    /// value). Never faults.
+    @inline(__always) package static func prefetch(record: UnsafeRawBufferPointer) {
+        guard let start = record.baseAddress else { return }
         cask_prefetch_for_read(start)
-        // A small record often straddles two lines; the second holds the rest of its key or value.
-        if location.length > 1, (Int(bitPattern: start) & 63) + Int(location.length) > 64 { cask_prefetch_for_read(start + 64) }
+        if record.count > 1, (Int(bitPattern: start) & 63) + record.count > 64 { cask_prefetch_for_read(start + 64) }
     }
 
     /// Reads `location.length` bytes at `location.offset` into `buffer` (which has at least that many).

@@ -7,6 +7,8 @@
 /// Not thread-safe: the store guards it with its index lock.
 package struct SegmentTable {
     private var files: [SegmentFile?] = []
+    /// Where each file of `files` can be read without a reference to it.
+    private var extents: [MappedExtent] = []
     /// The id of `files[0]`.
     private var base: UInt32 = 0
 
@@ -24,9 +26,36 @@ package struct SegmentTable {
                 insert(file, at: id)
             } else if id >= base, Int(id - base) < files.count {
                 files[Int(id - base)] = nil
+                extents[Int(id - base)] = MappedExtent()
                 trim()
             }
         }
+    }
+
+    /// The mapped bytes of the record at `location` when its segment is held and mapped and the
+    /// table knows the record to be written (see ``noteWritten(_:length:)``); else nil.
+    ///
+    /// Reads no file object, so it costs no retain and release (nor the atomic load of the file's
+    /// written length). The bytes stay valid only while the caller holds the store's index lock,
+    /// under which segments are retired.
+    @inline(__always)
+    package func writtenMappedBytes(_ location: RecordLocation) -> UnsafeRawBufferPointer? {
+        guard location.segmentID >= base else { return nil }
+        let position = Int(location.segmentID &- base)  // Safe: the id is at least `base`.
+        guard position < extents.count else { return nil }
+        let extent = extents[position]
+        guard let start = extent.start, Int64(location.offset) + Int64(location.length) <= extent.readableLength else { return nil }
+        return UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length))
+    }
+
+    /// Records that segment `id` has `length` bytes written (handed to the OS), so that
+    /// ``writtenMappedBytes(_:)`` serves its records up to there. The writer calls it, under the
+    /// index lock, as the active segment grows; a length below the one known is ignored.
+    package mutating func noteWritten(_ id: UInt32, length: Int64) {
+        guard id >= base else { return }
+        let position = Int(id &- base)
+        guard position < extents.count, extents[position].start != nil else { return }
+        extents[position].readableLength = max(extents[position].readableLength, min(length, extents[position].mappedLength))
     }
 
     /// Whether the table holds no file.
@@ -34,31 +63,64 @@ package struct SegmentTable {
 
     package mutating func removeAll() {
         files = []
+        extents = []
         base = 0
     }
 
     private mutating func insert(_ file: SegmentFile, at id: UInt32) {
+        let extent = MappedExtent(file)
         if files.isEmpty {
             base = id
             files = [file]
+            extents = [extent]
         } else if id < base {
             files.insert(contentsOf: [SegmentFile?](repeating: nil, count: Int(base - id)), at: 0)
+            extents.insert(contentsOf: [MappedExtent](repeating: MappedExtent(), count: Int(base - id)), at: 0)
             base = id
             files[0] = file
+            extents[0] = extent
         } else {
             let position = Int(id - base)
-            if position >= files.count { files.append(contentsOf: [SegmentFile?](repeating: nil, count: position - files.count + 1)) }
+            if position >= files.count {
+                files.append(contentsOf: [SegmentFile?](repeating: nil, count: position - files.count + 1))
+                extents.append(contentsOf: [MappedExtent](repeating: MappedExtent(), count: position - extents.count + 1))
+            }
             files[position] = file
+            extents[position] = extent
         }
     }
 
     /// Drops the nil slots at both ends.
     private mutating func trim() {
-        while let last = files.last, last == nil { files.removeLast() }
+        while let last = files.last, last == nil {
+            files.removeLast()
+            extents.removeLast()
+        }
         let leading = files.prefix { $0 == nil }.count
         if leading > 0 {
             files.removeFirst(leading)
+            extents.removeFirst(leading)
             base = files.isEmpty ? 0 : base + UInt32(leading)
         }
+    }
+}
+
+/// Where a segment's records can be read without a reference to its file: the start of its
+/// mapping, and how much of it holds written bytes. Plain values, so that the read path that
+/// consults them under the index lock does no reference counting.
+struct MappedExtent {
+    /// The start of the file's mapping; nil when it is read with `pread` (or the slot is empty).
+    var start: UnsafeRawPointer?
+    var mappedLength: Int64 = 0
+    /// Bytes from the start known to be written and mapped (at most `mappedLength`).
+    var readableLength: Int64 = 0
+
+    init() {}
+
+    init(_ file: SegmentFile) {
+        guard let mapping = file.mapping else { return }
+        start = mapping
+        mappedLength = Int64(file.mappedLength)
+        readableLength = min(file.writtenLength.load(ordering: .acquiring), mappedLength)
     }
 }

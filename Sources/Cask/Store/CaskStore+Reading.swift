@@ -89,14 +89,72 @@ extension CaskStore {
 
     @usableFromInline
     func read(key: UnsafeRawBufferPointer) throws(CaskError) -> [UInt8]? {
-        try readRecord(key: key)?.value
+        let quick = try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> [UInt8]?? in
+            switch try copyValueUnderLock(key: key, into: buffer) {
+            case .absent: return .some(nil)
+            case .copied(let count): return .some(Array(UnsafeRawBufferPointer(rebasing: buffer[..<count])))
+            case .fallBack: return nil
+            }
+        }
+        if let quick { return quick }
+        return try readRecord(key: key)?.value
     }
 
     /// Calls `body` with the value of `key` if it has one (see ``withValue(_:_:)-(Collection<UInt8>,_)``).
     @usableFromInline
     func visitValue(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(CaskError) {
+        let settled = try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> Bool in
+            switch try copyValueUnderLock(key: key, into: buffer) {
+            case .absent: return true
+            case .copied(let count):
+                body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                return true
+            case .fallBack: return false
+            }
+        }
+        if settled { return }
         _ = try withRecord(key: key) { (valid, file, offset) throws(CaskError) in
             try Self.withValueBytes(of: valid, file: file, offset: offset) { body($0) }
+        }
+    }
+
+    /// What ``copyValueUnderLock(key:into:)`` found.
+    enum LockedRead {
+        /// The key has no value (or it has expired).
+        case absent
+        /// The value is the first `count` bytes of the buffer.
+        case copied(count: Int)
+        /// Not the common case: the full path (``withRecord(key:_:)``) must settle it.
+        case fallBack
+    }
+
+    /// The common case of a get, done whole under the read lock: looks `key` up, checks its record
+    /// in the segment's mapping, and copies or expands the value into `buffer`.
+    ///
+    /// The lock keeps the mapping alive (a compaction retires a segment under the write lock), so
+    /// the read takes no reference to the segment file: two atomic operations fewer per get than
+    /// the full path, which holds the file while it reads unlocked. Returns `.fallBack`, having
+    /// changed nothing, for everything else: a record that is not mapped or not yet written, a
+    /// value larger than `buffer`, any failed check (another key's record at the probable
+    /// location, or damage, which the full path then reports). Never calls out of the store.
+    func copyValueUnderLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws(CaskError) -> LockedRead {
+        try state.read { (shared) throws(CaskError) -> LockedRead in
+            if shared.closed { throw CaskError.closed }
+            guard let location = shared.index.probableLocation(key) else { return .absent }
+            guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
+            SegmentFile.prefetch(record: record)
+            guard case .success(let checked) = Self.checkRecord(record, key: key) else { return .fallBack }
+            guard let valid = checked else { return .absent }
+            let header = valid.header
+            if header.isCompressed {
+                guard header.valueLength <= buffer.count,
+                      LZ4Decompressor.decompress(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
+                else { return .fallBack }
+            } else {
+                guard valid.payload.count <= buffer.count else { return .fallBack }
+                if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
+            }
+            return .copied(count: header.valueLength)
         }
     }
 
@@ -198,23 +256,34 @@ extension CaskStore {
     static func validateRecord(
         _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
     ) throws(CaskError) -> ValidRecord? {
+        switch checkRecord(record, key: key) {
+        case .success(let valid): return valid
+        case .failure(let mismatch):
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: mismatch.reason)
+        }
+    }
+
+    /// Why a record read through the index failed ``checkRecord(_:key:)``.
+    struct RecordMismatch: Error {
+        var reason: String
+    }
+
+    /// The checks of ``validateRecord(_:key:file:offset:)``, without the error's file and offset.
+    static func checkRecord(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) -> Result<ValidRecord?, RecordMismatch> {
         let header: RecordHeader
         switch RecordHeader.validate(record) {
         case .success(let valid): header = valid
-        case .failure(let problem):
-            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: problem.description)
+        case .failure(let problem): return .failure(RecordMismatch(reason: problem.description))
         }
         guard header.recordLength == record.count, header.type == .put else {
-            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record does not match the index")
+            return .failure(RecordMismatch(reason: "record does not match the index"))
         }
         let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
-        guard storedKey.hasSameBytes(as: key) else {
-            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record holds a different key")
-        }
-        if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return nil }
+        guard storedKey.hasSameBytes(as: key) else { return .failure(RecordMismatch(reason: "record holds a different key")) }
+        if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .success(nil) }
         let payloadStart = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
-        return ValidRecord(header: header, key: storedKey, payload: payload)
+        return .success(ValidRecord(header: header, key: storedKey, payload: payload))
     }
 
     /// Decompresses the payload of a valid compressed record into `destination`, which holds

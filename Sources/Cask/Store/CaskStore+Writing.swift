@@ -83,7 +83,7 @@ extension CaskStore {
         }
         try writer.withLock { (w) throws(CaskError) in
             try w.checkUsable()
-            try w.flush(bufferLimit: options.bufferSize)
+            try flushBuffer(&w)
         }
     }
 
@@ -96,13 +96,27 @@ extension CaskStore {
         }
         let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
-            try w.flush(bufferLimit: options.bufferSize)
+            try flushBuffer(&w)
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
         try waitUntilDurable(target, force: true)
     }
 
     // MARK: The write path
+
+    /// Hands the write buffer to the OS (``StoreWriter/flush(bufferLimit:)``) and tells the
+    /// segment table, so that gets read what it wrote on their fast path. Under the writer mutex.
+    func flushBuffer(_ w: inout StoreWriter) throws(CaskError) {
+        try w.flush(bufferLimit: options.bufferSize)
+        Self.noteWritten(w, in: state)
+    }
+
+    /// Tells the segment table how much of the active segment the OS has (see
+    /// ``SegmentTable/noteWritten(_:length:)``). Under the writer mutex; takes the index lock.
+    static func noteWritten(_ w: borrowing StoreWriter, in state: ReadWriteLock<SharedState>) {
+        let id = UInt32(w.active.id), length = w.flushed
+        state.write { shared in shared.segments.noteWritten(id, length: length) }
+    }
 
     func validate(key: UnsafeRawBufferPointer, valueLength: Int) throws(CaskError) {
         if key.isEmpty { throw CaskError.emptyKey }
@@ -141,8 +155,9 @@ extension CaskStore {
             }
             w.nextSeq += 1
             let location = RecordLocation(segmentID: UInt32(w.active.id), offset: UInt32(offset), length: UInt32(length))
-            let segmentID = w.active.id
+            let segmentID = w.active.id, written = w.flushed
             state.write { shared in
+                shared.segments.noteWritten(location.segmentID, length: written)
                 let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
                 shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil)
                 if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
@@ -178,14 +193,16 @@ extension CaskStore {
         w.active = next
         w.end = next.writtenLength.load(ordering: .relaxed)
         w.flushed = w.end
+        let sealedLength = sealed.writtenLength.load(ordering: .relaxed)
         state.write { shared in
+            shared.segments.noteWritten(UInt32(sealed.id), length: sealedLength)
             shared.segments[UInt32(next.id)] = next
             shared.stats.update(sealed.id) { $0.sealed = true }
             var stats = SegmentStats(id: next.id)
             stats.fileBytes = w.end
             shared.stats.append(stats)
         }
-        if options.writeHints { scheduleHint(for: sealed, length: sealed.writtenLength.load(ordering: .relaxed)) }
+        if options.writeHints { scheduleHint(for: sealed, length: sealedLength) }
         guard followUp else { return }
         scheduleCompactionIfDue()
     }
@@ -283,12 +300,12 @@ extension CaskStore {
         let interval = DispatchTimeInterval.microseconds(Int(options.flushInterval * 1_000_000))
         timer.schedule(deadline: .now() + interval, repeating: interval)
         // Captures the writer, not the store: the store's deinit must never run on this queue.
-        let writer = writer, bufferSize = options.bufferSize
+        let writer = writer, state = state, bufferSize = options.bufferSize
         timer.setEventHandler {
             // A failed flush keeps the buffer; the next write or sync reports the error.
             writer?.withLock { w in
-                guard !w.closed, w.failure == nil else { return }
-                try? w.flush(bufferLimit: bufferSize)
+                guard !w.closed, w.failure == nil, (try? w.flush(bufferLimit: bufferSize)) != nil else { return }
+                Self.noteWritten(w, in: state)
             }
         }
         timer.resume()

@@ -39,13 +39,25 @@ public final class CaskStore: Sendable {
     /// The object API's coder pools and decoded-object cache (Objects/).
     let objects: ObjectSupport
 
-    struct SharedState {
+    /// What readers and writers share, reached only through `state`'s lock (hence the unchecked
+    /// exclusivity: the lock already rules out overlapping access).
+    ///
+    /// A class, so that a read borrows it in place: the lock lends a struct as a copy, which costs
+    /// a retain and a release of each of its references on every get.
+    final class SharedState {
         let index: KeyIndex
-        var segments: SegmentTable
-        var stats: SegmentAccounting
+        @exclusivity(unchecked) var segments: SegmentTable
+        @exclusivity(unchecked) var stats: SegmentAccounting
         /// Expiry times of the keys whose latest record has one.
-        var expiries = ExpiryTable()
-        var closed = false
+        @exclusivity(unchecked) var expiries: ExpiryTable
+        @exclusivity(unchecked) var closed = false
+
+        init(index: KeyIndex, segments: SegmentTable, stats: SegmentAccounting, expiries: ExpiryTable) {
+            self.index = index
+            self.segments = segments
+            self.stats = stats
+            self.expiries = expiries
+        }
     }
 
     struct SyncState {

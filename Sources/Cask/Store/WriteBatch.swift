@@ -130,8 +130,9 @@ extension CaskStore {
                 }
             }
             w.nextSeq = commitSeq + 1
-            let activeID = w.active.id
+            let activeID = w.active.id, written = w.flushed
             state.write { shared in
+                shared.segments.noteWritten(segmentID, length: written)
                 for (position, operation) in batch.operations.enumerated() {
                     let location = locations[position]
                     operation.key.withUnsafeBytes { key in
