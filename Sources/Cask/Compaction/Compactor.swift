@@ -45,13 +45,22 @@ struct Compactor {
     }
 
     private final class Output {
+        /// An output is written in whole chunks of this size from offset 0, the header's place left
+        /// zero until ``Compactor/publish(_:)``. Each write then fills one aligned 2 MiB page-cache
+        /// folio, which the kernel maps (the mapping is 2 MiB-aligned too) with one TLB entry, so a
+        /// get whose record was compacted does not miss the TLB on it. Smaller or unaligned writes
+        /// leave 4 KiB pages, and with them a page walk per random get (a C check: a dependent
+        /// random read in 256 MiB, 149 → 136 ns).
+        static let chunk = 2 << 20
+
         let id: UInt64
         let path: String
         let temporaryPath: String
         let fd: Int32
         var length = Int64(SegmentHeader.length)
-        var flushed = Int64(SegmentHeader.length)
-        var buffer = ByteBuffer(capacity: 1 << 20)
+        /// Bytes written to the file; the buffer holds what follows.
+        var flushed: Int64 = 0
+        var buffer = ByteBuffer(capacity: chunk + (64 << 10))
         var stats: SegmentStats
 
         init(id: UInt64, directory: String, fd: Int32, temporaryPath: String) {
@@ -61,6 +70,10 @@ struct Compactor {
             self.fd = fd
             stats = SegmentStats(id: id)
             stats.sealed = true
+            withScratchBytes(SegmentHeader.length) { space in
+                space.initializeMemory(as: UInt8.self, repeating: 0)
+                buffer.append(UnsafeRawBufferPointer(space))
+            }
         }
     }
 
@@ -287,7 +300,7 @@ struct Compactor {
         output.length += Int64(header.recordLength)
         output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
         output.stats.fileBytes = output.length
-        if output.buffer.count >= 1 << 20 { try flush(output) }
+        if output.buffer.count >= Output.chunk { try flush(output, wholeChunksOnly: true) }
         moves.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: newLocation, isPut: header.type == .put))
         staging.withUnsafeBytes { keys.append(contentsOf: $0[keyStart..<(keyStart + header.keyLength)]) }
         result.recordsCopied += 1
@@ -313,15 +326,20 @@ struct Compactor {
         return output
     }
 
-    private func flush(_ output: Output) throws(CaskError) {
-        guard output.buffer.count > 0 else { return }
+    /// Writes the output's buffer to its file: all of it, or with `wholeChunksOnly` only whole
+    /// ``Output/chunk``s (the rest stays buffered), so that every write but the last is one aligned chunk.
+    private func flush(_ output: Output, wholeChunksOnly: Bool = false) throws(CaskError) {
+        let count = wholeChunksOnly ? output.buffer.count / Output.chunk * Output.chunk : output.buffer.count
+        guard count > 0 else { return }
         do throws(Errno) {
-            try output.buffer.withUnsafeBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: output.flushed) }
+            try output.buffer.withUnsafeBytes { (raw) throws(Errno) in
+                try fileSystem.writeAll(output.fd, from: UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: output.flushed)
+            }
         } catch {
             throw CaskError.from(error, operation: "write compaction output", path: output.temporaryPath)
         }
-        output.flushed += Int64(output.buffer.count)
-        output.buffer.count = 0
+        output.flushed += Int64(count)
+        output.buffer.removeFirst(count)
     }
 
     /// Between steps 1 and 2: makes durable what the outputs rely on. The inputs, which recovery may
