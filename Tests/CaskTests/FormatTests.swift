@@ -173,12 +173,72 @@ final class FormatTests: XCTestCase {
         return bytes
     }
 
-    private func validate(_ bytes: [UInt8]) -> Result<RecordHeader, RecordHeader.Problem> {
-        bytes.withUnsafeBytes { RecordHeader.validate($0) }
+    /// `RecordHeader.validate`, checked against the read path's quick form on every call: it must
+    /// accept exactly the same bytes, with the same header.
+    private func validate(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
+        let result = bytes.withUnsafeBytes { RecordHeader.validate($0) }
+        XCTAssertEqual(bytes.withUnsafeBytes { RecordHeader.quickValidate($0) }, try? result.get(), "quickValidate", file: file, line: line)
+        return result
     }
 
-    private func parse(_ bytes: [UInt8]) -> Result<RecordHeader, RecordHeader.Problem> {
-        bytes.withUnsafeBytes { RecordHeader.parse($0) }
+    /// `RecordHeader.parse`, checked against `quickParse` the same way.
+    private func parse(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
+        let result = bytes.withUnsafeBytes { RecordHeader.parse($0) }
+        XCTAssertEqual(bytes.withUnsafeBytes { RecordHeader.quickParse($0) }, try? result.get(), "quickParse", file: file, line: line)
+        return result
+    }
+
+    /// Key comparison (in line for 8 to 16 bytes, `memcmp` otherwise) against array equality, for
+    /// every length up to 40 and a difference at every position.
+    func testSameBytesAgreesWithArrayEquality() {
+        var rng = SeededGenerator(seed: 0x5B)
+        for length in 0...40 {
+            let a = rng.bytes(length)
+            a.withUnsafeBytes { x in a.withUnsafeBytes { y in XCTAssertTrue(x.hasSameBytes(as: y), "length \(length)") } }
+            // Equal bytes at another address, and unaligned.
+            let b = [0] + a
+            b.withUnsafeBytes { y in a.withUnsafeBytes { x in XCTAssertTrue(x.hasSameBytes(as: UnsafeRawBufferPointer(rebasing: y[1...]))) } }
+            for position in 0..<length {
+                var c = a
+                c[position] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
+                a.withUnsafeBytes { x in c.withUnsafeBytes { y in XCTAssertFalse(x.hasSameBytes(as: y), "length \(length), byte \(position)") } }
+            }
+            let longer = a + [0]
+            a.withUnsafeBytes { x in longer.withUnsafeBytes { y in XCTAssertFalse(x.hasSameBytes(as: y)) } }
+        }
+    }
+
+    /// The quick checks (no reasons, for the read path) against the full ones on damaged records:
+    /// bytes changed at random in the header, lengths cut, type and flag bytes set to anything.
+    func testQuickChecksRejectExactlyWhatTheFullChecksReject() {
+        var rng = SeededGenerator.fromEnvironment(fallback: 0x9C4)
+        let encoder = RecordEncoder()
+        var accepted = 0
+        for round in 0..<20_000 {
+            let compressible = Bool.random(using: &rng)
+            let value = compressible ? [UInt8](repeating: 7, count: Int.random(in: 0..<300, using: &rng)) : rng.bytes(Int.random(in: 0..<300, using: &rng))
+            let type: RecordType = Int.random(in: 0..<10, using: &rng) == 0 ? .delete : .put
+            var record = encodeRecord(
+                type, seq: UInt64.random(in: 1...Limits.maxSeq, using: &rng), key: rng.bytes(Int.random(in: 1...40, using: &rng)),
+                value: type == .put ? value : [], expiresAt: type == .put && Bool.random(using: &rng) ? UInt64.random(in: 0...UInt64.max, using: &rng) : nil,
+                encoder: encoder)
+            switch round % 4 {
+            case 0: break
+            case 1: record[Int.random(in: 4..<min(record.count, 24), using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            case 2: record[Int.random(in: 4...5, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            default: record.removeLast(Int.random(in: 0...record.count, using: &rng))
+            }
+            // Checksum fixed up half the time, so that the header rules, not the checksum, decide.
+            if Bool.random(using: &rng), record.count >= 4 {
+                let crc = CRC32C.checksum(of: record[4...])
+                for byte in 0..<4 { record[byte] = UInt8(truncatingIfNeeded: crc >> (8 * byte)) }
+            }
+            if case .success = validate(record) { accepted += 1 }
+            _ = parse(record)
+        }
+        // Both outcomes were exercised.
+        XCTAssertGreaterThan(accepted, 2_000)
+        XCTAssertLessThan(accepted, 18_000)
     }
 
     /// Decodes the value of a validated record the way the store does (decompressing when flagged).
@@ -188,6 +248,15 @@ final class FormatTests: XCTestCase {
         guard header.isCompressed else { return payload }
         var out = [UInt8](repeating: 0, count: header.valueLength)
         let ok = payload.withUnsafeBytes { source in out.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0) } }
+        // The read path's form, into a buffer with room to spare, must give the same bytes, and
+        // refuse a count the block does not expand to.
+        var roomy = [UInt8](repeating: 0xEE, count: header.valueLength + 300)
+        let roomyOK = payload.withUnsafeBytes { source in roomy.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0, count: header.valueLength) } }
+        XCTAssertEqual(roomyOK, ok)
+        if ok { XCTAssertEqual(Array(roomy.prefix(header.valueLength)), out) }
+        for wrong in [header.valueLength - 1, header.valueLength + 1] where wrong >= 0 {
+            XCTAssertFalse(payload.withUnsafeBytes { source in roomy.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0, count: wrong) } })
+        }
         return ok ? out : nil
     }
 

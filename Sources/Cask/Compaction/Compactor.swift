@@ -409,8 +409,9 @@ struct Compactor {
     }
 
     /// Moves switched per exclusive hold of the index lock: a big compaction must not stop every
-    /// read and write for as long as it takes to switch them all.
-    private static let switchGroup = 4096
+    /// read and write for as long as it takes to switch them all. Small enough that a group's index
+    /// lines (three per move) stay in a core's L2 between the warm-up and the switch.
+    private static let switchGroup = 1024
     /// Moves ahead of the one being switched whose index lines are prefetched.
     private static let switchPrefetchDistance = 8
 
@@ -429,8 +430,14 @@ struct Compactor {
                 UnsafeRawBufferPointer(rebasing: keyBytes[move.keyStart..<(move.keyStart + move.keyLength)])
             }
             for group in stride(from: 0, to: moves.count, by: Self.switchGroup) {
+                let end = min(group + Self.switchGroup, moves.count)
+                // First load the group's index lines under the shared lock, which readers keep
+                // taking meanwhile: the exclusive hold below then finds them in cache, instead of
+                // making every reader wait through a miss per move (about 150 ns each).
+                state.read { shared in
+                    for position in group..<end where moves[position].isPut { shared.index.prefetch(key(of: moves[position])) }
+                }
                 state.write { shared in
-                    let end = min(group + Self.switchGroup, moves.count)
                     for position in group..<end where moves[position].isPut {
                         let move = moves[position]
                         // The moves' keys land at random in the index: load a few ahead, so that their

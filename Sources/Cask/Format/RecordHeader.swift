@@ -46,43 +46,64 @@ package struct RecordHeader: Equatable, Sendable {
     /// Parses and validates the header at the start of `bytes` without checking the checksum.
     /// `bytes` may hold less than the whole record; lengths are checked against ``Limits`` first.
     package static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
-        guard bytes.count >= 6 else { return .failure(.truncated(needed: 6)) }
+        var problem: Problem?
+        guard let header = parse(bytes, explaining: true, problem: &problem) else { return .failure(problem!) }
+        return .success(header)
+    }
+
+    /// ``parse(_:)`` without the reason for a failure: nil for exactly the bytes it rejects. For
+    /// the read path, which leaves reporting a failure to the full check.
+    @inline(__always)
+    package static func quickParse(_ bytes: UnsafeRawBufferPointer) -> RecordHeader? {
+        var problem: Problem?
+        return parse(bytes, explaining: false, problem: &problem)
+    }
+
+    /// The one set of rules behind ``parse(_:)`` and ``quickParse(_:)``. Sets `problem` only when
+    /// `explaining`, so that the quick form (inlined with `false`) builds no message.
+    @inline(__always)
+    private static func parse(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+        func fail(_ reason: @autoclosure () -> Problem) -> RecordHeader? {
+            if explaining { problem = reason() }
+            return nil
+        }
+        guard bytes.count >= 6 else { return fail(.truncated(needed: 6)) }
         guard let type = RecordType(rawValue: bytes[4]) else {
-            return .failure(.malformed("unknown record type \(bytes[4])"))
+            return fail(.malformed("unknown record type \(bytes[4])"))
         }
         let flags = bytes[5]
-        guard flags & ~RecordFlags.known == 0 else { return .failure(.malformed("unknown flags 0x\(String(flags, radix: 16))")) }
+        guard flags & ~RecordFlags.known == 0 else { return fail(.malformed("unknown flags 0x\(String(flags, radix: 16))")) }
         var offset = 6
-        guard let seq = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "sequence number")) }
-        guard seq >= 1, seq <= Limits.maxSeq else { return .failure(.malformed("sequence number \(seq) outside 1...\(Limits.maxSeq)")) }
-        guard let keyLength = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "key length")) }
+        guard let seq = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "sequence number")) }
+        guard seq >= 1, seq <= Limits.maxSeq else { return fail(.malformed("sequence number \(seq) outside 1...\(Limits.maxSeq)")) }
+        guard let keyLength = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "key length")) }
         guard keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength) else {
-            return .failure(.malformed("key length \(keyLength) outside 1...\(Limits.maxKeyLength)"))
+            return fail(.malformed("key length \(keyLength) outside 1...\(Limits.maxKeyLength)"))
         }
-        guard let valueLength = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "value length")) }
+        guard let valueLength = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "value length")) }
         guard valueLength <= UInt64(Limits.maxValueLength) else {
-            return .failure(.malformed("value length \(valueLength) over the limit \(Limits.maxValueLength)"))
+            return fail(.malformed("value length \(valueLength) over the limit \(Limits.maxValueLength)"))
         }
         var storedLength = valueLength
         if flags & RecordFlags.lz4 != 0 {
-            guard let stored = Varint.read(bytes, at: &offset) else { return .failure(shortOrBad(bytes, offset, "stored length")) }
+            guard let stored = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "stored length")) }
             guard stored >= 1, stored <= UInt64(LZ4Compressor.bound(Int(valueLength))) else {
-                return .failure(.malformed("compressed length \(stored) impossible for value length \(valueLength)"))
+                return fail(.malformed("compressed length \(stored) impossible for value length \(valueLength)"))
             }
             storedLength = stored
         }
         if let problem = shapeProblem(type: type, flags: flags, keyLength: Int(keyLength), valueLength: Int(valueLength)) {
-            return .failure(.malformed(problem))
+            return fail(.malformed(problem))
         }
         var expiresAt: UInt64?
         if flags & RecordFlags.expires != 0 {
-            guard bytes.count >= offset + 8 else { return .failure(.truncated(needed: offset + 8)) }
+            guard bytes.count >= offset + 8 else { return fail(.truncated(needed: offset + 8)) }
             expiresAt = bytes.readLittleEndian(at: offset, as: UInt64.self)
             offset += 8
         }
-        return .success(RecordHeader(
+        return RecordHeader(
             type: type, flags: flags, seq: seq, keyLength: Int(keyLength), valueLength: Int(valueLength),
-            storedLength: Int(storedLength), expiresAt: expiresAt, headerLength: offset))
+            storedLength: Int(storedLength), expiresAt: expiresAt, headerLength: offset)
     }
 
     /// What is wrong with a delete or batch commit record of these fields (FORMAT.md, "Records"), if
@@ -115,5 +136,14 @@ package struct RecordHeader: Equatable, Sendable {
         let computed = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
         guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
         return .success(header)
+    }
+
+    /// ``validate(_:)`` without the reason for a failure: nil for exactly the bytes it rejects.
+    @inline(__always)
+    package static func quickValidate(_ bytes: UnsafeRawBufferPointer) -> RecordHeader? {
+        guard let header = quickParse(bytes), bytes.count >= header.recordLength,
+              bytes.readLittleEndian(at: 0, as: UInt32.self) == CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
+        else { return nil }
+        return header
     }
 }

@@ -143,13 +143,15 @@ extension CaskStore {
             guard let location = shared.index.probableLocation(key) else { return .absent }
             guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
             SegmentFile.prefetch(record: record)
-            guard case .success(let checked) = Self.checkRecord(record, key: key) else { return .fallBack }
-            guard let valid = checked else { return .absent }
+            let valid: ValidRecord
+            switch Self.checkRecord(record, key: key, explaining: false) {
+            case .valid(let checked): valid = checked
+            case .expired: return .absent
+            case .mismatch: return .fallBack
+            }
             let header = valid.header
             if header.isCompressed {
-                guard header.valueLength <= buffer.count,
-                      LZ4Decompressor.decompress(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
-                else { return .fallBack }
+                guard LZ4Decompressor.decompress(valid.payload, into: buffer, count: header.valueLength) else { return .fallBack }
             } else {
                 guard valid.payload.count <= buffer.count else { return .fallBack }
                 if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
@@ -256,34 +258,47 @@ extension CaskStore {
     static func validateRecord(
         _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
     ) throws(CaskError) -> ValidRecord? {
-        switch checkRecord(record, key: key) {
-        case .success(let valid): return valid
-        case .failure(let mismatch):
-            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: mismatch.reason)
+        switch checkRecord(record, key: key, explaining: true) {
+        case .valid(let valid): return valid
+        case .expired: return nil
+        case .mismatch(let reason):
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: reason ?? "record does not match the index")
         }
     }
 
-    /// Why a record read through the index failed ``checkRecord(_:key:)``.
-    struct RecordMismatch: Error {
-        var reason: String
+    /// What ``checkRecord(_:key:explaining:)`` found.
+    enum RecordCheck {
+        case valid(ValidRecord)
+        /// A valid record of the key, past its expiry.
+        case expired
+        /// Damaged, or not the key's put. The reason is given only when explaining.
+        case mismatch(reason: String?)
     }
 
-    /// The checks of ``validateRecord(_:key:file:offset:)``, without the error's file and offset.
-    static func checkRecord(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) -> Result<ValidRecord?, RecordMismatch> {
+    /// The checks of ``validateRecord(_:key:file:offset:)``: the record's header, length and
+    /// checksum (``RecordHeader/validate(_:)``), its type and key, and its expiry. Not explaining,
+    /// it uses ``RecordHeader/quickValidate(_:)``, which rejects the same bytes and builds no message.
+    @inline(__always)
+    static func checkRecord(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool) -> RecordCheck {
         let header: RecordHeader
-        switch RecordHeader.validate(record) {
-        case .success(let valid): header = valid
-        case .failure(let problem): return .failure(RecordMismatch(reason: problem.description))
+        if explaining {
+            switch RecordHeader.validate(record) {
+            case .success(let valid): header = valid
+            case .failure(let problem): return .mismatch(reason: problem.description)
+            }
+        } else {
+            guard let valid = RecordHeader.quickValidate(record) else { return .mismatch(reason: nil) }
+            header = valid
         }
         guard header.recordLength == record.count, header.type == .put else {
-            return .failure(RecordMismatch(reason: "record does not match the index"))
+            return .mismatch(reason: explaining ? "record does not match the index" : nil)
         }
         let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
-        guard storedKey.hasSameBytes(as: key) else { return .failure(RecordMismatch(reason: "record holds a different key")) }
-        if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .success(nil) }
+        guard storedKey.hasSameBytes(as: key) else { return .mismatch(reason: explaining ? "record holds a different key" : nil) }
+        if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .expired }
         let payloadStart = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
-        return .success(ValidRecord(header: header, key: storedKey, payload: payload))
+        return .valid(ValidRecord(header: header, key: storedKey, payload: payload))
     }
 
     /// Decompresses the payload of a valid compressed record into `destination`, which holds
