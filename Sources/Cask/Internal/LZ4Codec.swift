@@ -44,20 +44,4 @@ package enum LZ4Decompressor {
             Int32(source.count), Int32(destination.count))
         return produced == Int32(destination.count)
     }
-
-    /// Decompresses one LZ4 block that must expand to exactly `count` bytes into the start of
-    /// `destination`, which may be larger: with room to spare, liblz4 stays on its fast loop
-    /// (about 2 ns less for a 100-byte value). Bytes of `destination` past `count` may be
-    /// overwritten. Returns `false` for malformed input or a size mismatch; never reads or writes
-    /// out of bounds.
-    package static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, count: Int) -> Bool {
-        guard count <= destination.count else { return false }
-        guard let src = source.baseAddress, source.count > 0 else { return count == 0 }
-        guard let dst = destination.baseAddress else { return false }
-        let produced = LZ4_decompress_safe(
-            src.assumingMemoryBound(to: CChar.self),
-            dst.assumingMemoryBound(to: CChar.self),
-            Int32(source.count), Int32(destination.count))
-        return produced == Int32(count)
-    }
 }

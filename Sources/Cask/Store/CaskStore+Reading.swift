@@ -151,7 +151,9 @@ extension CaskStore {
             }
             let header = valid.header
             if header.isCompressed {
-                guard LZ4Decompressor.decompress(valid.payload, into: buffer, count: header.valueLength) else { return .fallBack }
+                guard header.valueLength <= buffer.count,
+                      LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
+                else { return .fallBack }
             } else {
                 guard valid.payload.count <= buffer.count else { return .fallBack }
                 if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
