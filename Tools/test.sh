@@ -46,7 +46,7 @@ if grep -q "ERROR: AddressSanitizer" "$asan_log"; then
     failed=$((failed + 1))
     status=1
 fi
-if [[ $((fuzz_passed + fuzz_failed)) -lt 2 ]]; then
+if [[ $((fuzz_passed + fuzz_failed)) -lt 3 ]]; then
     echo "the fuzz targets did not run"
     failed=$((failed + 1))
     status=1

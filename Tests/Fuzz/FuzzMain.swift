@@ -7,16 +7,18 @@ import Glibc
 // and the library's sources. `CASK_FUZZ_TARGET` picks the target:
 //   store-image     a store directory image through verify, open, compaction, reopen and repair
 //   object-decoder  arbitrary bytes through the binary object decoder
+//   lz4-expander    arbitrary bytes as an LZ4 block, through the read path's expander and liblz4
 // With `CASK_FUZZ_WRITE_SEEDS=DIR` set, the binary writes the target's seed corpus into DIR and exits.
 
 private enum FuzzTarget: String {
     case storeImage = "store-image"
     case objectDecoder = "object-decoder"
+    case lz4Expander = "lz4-expander"
 
     static let selected: FuzzTarget = {
         let name = ProcessInfo.processInfo.environment["CASK_FUZZ_TARGET"] ?? ""
         guard let target = FuzzTarget(rawValue: name) else {
-            fatalError("set CASK_FUZZ_TARGET to store-image or object-decoder (got '\(name)')")
+            fatalError("set CASK_FUZZ_TARGET to store-image, object-decoder or lz4-expander (got '\(name)')")
         }
         return target
     }()
@@ -31,6 +33,7 @@ public func fuzzerInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMut
         switch target {
         case .storeImage: try StoreImageFuzzer.writeSeeds(to: seeds)
         case .objectDecoder: try ObjectDecoderFuzzer.writeSeeds(to: seeds)
+        case .lz4Expander: try LZ4ExpanderFuzzer.writeSeeds(to: seeds)
         }
     } catch {
         fatalError("writing the seed corpus: \(error)")
@@ -44,6 +47,7 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> C
     switch FuzzTarget.selected {
     case .storeImage: StoreImageFuzzer.run(bytes)
     case .objectDecoder: ObjectDecoderFuzzer.run(bytes)
+    case .lz4Expander: LZ4ExpanderFuzzer.run(bytes)
     }
     return 0
 }
