@@ -5,8 +5,9 @@ import Glibc
 extension CaskStore {
     /// The value of `key`, or nil when it is absent (or expired).
     ///
-    /// One index lookup and one `pread` (or a copy from the write buffer for data not yet flushed).
-    /// The record's checksum and key are verified: a damaged record throws
+    /// One index lookup and one read of the record: from the segment's mapping (or with `pread`
+    /// when reads are not mapped, or from the write buffer for data not yet flushed). The record's
+    /// checksum and key are verified: a damaged record throws
     /// ``CaskError/corruptRecord(path:offset:reason:)``, never returns wrong bytes.
     /// Thread-safe; runs in parallel with other reads and with writes.
     @inlinable
@@ -23,9 +24,10 @@ extension CaskStore {
     /// `body` returns; nil when the key is absent (or expired), without calling `body`.
     ///
     /// The bytes are valid only during the call: do not let them escape. The same lookup and
-    /// checks as ``get(_:)-(Collection<UInt8>)``; an uncompressed value is passed straight from
-    /// the segment's mapping, a compressed one expanded into a temporary buffer (on the stack up to
-    /// 1 KiB). `body` runs under no lock and may call the store. Thread-safe.
+    /// checks as ``get(_:)-(Collection<UInt8>)``. A value of up to 1 KiB is copied (or expanded)
+    /// into a buffer on the stack; a larger one is passed straight from the segment's mapping, or
+    /// expanded into a temporary buffer when compressed. `body` runs under no lock and may call
+    /// the store. Thread-safe.
     @inlinable
     public func withValue<R>(_ key: some Collection<UInt8>, _ body: (UnsafeRawBufferPointer) -> R) throws(CaskError) -> R? {
         // The store's side is not generic, so that it is compiled specialized once, here, rather
