@@ -70,9 +70,9 @@ struct Compactor {
             self.fd = fd
             stats = SegmentStats(id: id)
             stats.sealed = true
-            withScratchBytes(SegmentHeader.length) { space in
+            buffer.appendWithUnsafeSpace(SegmentHeader.length) { space in
                 space.initializeMemory(as: UInt8.self, repeating: 0)
-                buffer.append(UnsafeRawBufferPointer(space))
+                return space.count
             }
         }
     }
@@ -352,8 +352,7 @@ struct Compactor {
     private func syncWhatTheCopyRelies(on inputs: [SegmentFile]) throws(CaskError) {
         let files = try writer.withLock { (w) throws(CaskError) -> [SegmentFile] in
             try w.checkUsable()
-            try w.flush(bufferLimit: options.bufferSize)
-            CaskStore.noteWritten(w, in: state)
+            try CaskStore.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
             // Oldest first (inputs not awaiting a sync were synced, or recovered, before the rest).
             let awaiting = Set(w.unsyncedSealed.map(\.id))
             return inputs.filter { !awaiting.contains($0.id) } + w.unsyncedSealed + [w.active]

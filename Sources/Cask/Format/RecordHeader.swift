@@ -126,24 +126,33 @@ package struct RecordHeader: Equatable, Sendable {
 
     /// Validates a whole record held in `bytes` (which starts at the record): header, length, checksum.
     package static func validate(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
-        let header: RecordHeader
-        switch parse(bytes) {
-        case .success(let parsed): header = parsed
-        case .failure(let problem): return .failure(problem)
-        }
-        guard bytes.count >= header.recordLength else { return .failure(.truncated(needed: header.recordLength)) }
-        let stored = bytes.readLittleEndian(at: 0, as: UInt32.self)
-        let computed = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
-        guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
+        var problem: Problem?
+        guard let header = validate(bytes, explaining: true, problem: &problem) else { return .failure(problem!) }
         return .success(header)
     }
 
     /// ``validate(_:)`` without the reason for a failure: nil for exactly the bytes it rejects.
     @inline(__always)
     package static func quickValidate(_ bytes: UnsafeRawBufferPointer) -> RecordHeader? {
-        guard let header = quickParse(bytes), bytes.count >= header.recordLength,
-              bytes.readLittleEndian(at: 0, as: UInt32.self) == CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
-        else { return nil }
+        var problem: Problem?
+        return validate(bytes, explaining: false, problem: &problem)
+    }
+
+    /// The one set of checks behind ``validate(_:)`` and ``quickValidate(_:)``, as
+    /// ``parse(_:explaining:problem:)`` is for the header.
+    @inline(__always)
+    private static func validate(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+        guard let header = parse(bytes, explaining: explaining, problem: &problem) else { return nil }
+        guard bytes.count >= header.recordLength else {
+            if explaining { problem = .truncated(needed: header.recordLength) }
+            return nil
+        }
+        let stored = bytes.readLittleEndian(at: 0, as: UInt32.self)
+        let computed = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[4..<header.recordLength]))
+        guard stored == computed else {
+            if explaining { problem = .checksumMismatch(stored: stored, computed: computed) }
+            return nil
+        }
         return header
     }
 }

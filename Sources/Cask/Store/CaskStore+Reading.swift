@@ -91,32 +91,30 @@ extension CaskStore {
 
     @usableFromInline
     func read(key: UnsafeRawBufferPointer) throws(CaskError) -> [UInt8]? {
-        let quick = try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> [UInt8]?? in
-            switch try copyValueUnderLock(key: key, into: buffer) {
-            case .absent: return .some(nil)
-            case .copied(let count): return .some(Array(UnsafeRawBufferPointer(rebasing: buffer[..<count])))
-            case .fallBack: return nil
-            }
-        }
-        if let quick { return quick }
+        if let quick = try withQuickValue(key: key, { $0.map { Array($0) } }) { return quick }
         return try readRecord(key: key)?.value
     }
 
     /// Calls `body` with the value of `key` if it has one (see ``withValue(_:_:)-(Collection<UInt8>,_)``).
     @usableFromInline
     func visitValue(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) throws(CaskError) {
-        let settled = try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> Bool in
-            switch try copyValueUnderLock(key: key, into: buffer) {
-            case .absent: return true
-            case .copied(let count):
-                body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                return true
-            case .fallBack: return false
-            }
-        }
-        if settled { return }
+        let settled: Void? = try withQuickValue(key: key) { value in if let value { body(value) } }
+        if settled != nil { return }
         _ = try withRecord(key: key) { (valid, file, offset) throws(CaskError) in
             try Self.withValueBytes(of: valid, file: file, offset: offset) { body($0) }
+        }
+    }
+
+    /// The fast path of a get (``copyValueUnderLock(key:into:)``, into a stack buffer): calls `body`
+    /// with the value, or with nil when the key has none, and returns what it returns; returns nil
+    /// without calling `body` when the full path must settle the get. `body` runs under no lock.
+    private func withQuickValue<R>(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) -> R) throws(CaskError) -> R? {
+        try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> R? in
+            switch try copyValueUnderLock(key: key, into: buffer) {
+            case .absent: return body(nil)
+            case .copied(let count): return body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            case .fallBack: return nil
+            }
         }
     }
 

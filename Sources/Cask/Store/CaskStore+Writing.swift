@@ -83,7 +83,7 @@ extension CaskStore {
         }
         try writer.withLock { (w) throws(CaskError) in
             try w.checkUsable()
-            try flushBuffer(&w)
+            try Self.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
         }
     }
 
@@ -96,7 +96,7 @@ extension CaskStore {
         }
         let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
-            try flushBuffer(&w)
+            try Self.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
         try waitUntilDurable(target, force: true)
@@ -105,15 +105,12 @@ extension CaskStore {
     // MARK: The write path
 
     /// Hands the write buffer to the OS (``StoreWriter/flush(bufferLimit:)``) and tells the
-    /// segment table, so that gets read what it wrote on their fast path. Under the writer mutex.
-    func flushBuffer(_ w: inout StoreWriter) throws(CaskError) {
-        try w.flush(bufferLimit: options.bufferSize)
-        Self.noteWritten(w, in: state)
-    }
-
-    /// Tells the segment table how much of the active segment the OS has (see
-    /// ``SegmentTable/noteWritten(_:length:)``). Under the writer mutex; takes the index lock.
-    static func noteWritten(_ w: borrowing StoreWriter, in state: ReadWriteLock<SharedState>) {
+    /// segment table how much of the active segment that makes written
+    /// (``SegmentTable/noteWritten(_:length:)``), so that gets read it on their fast path. Every
+    /// flush outside a put or a rotation (which tell the table under the lock they already take)
+    /// goes through here. Under the writer mutex; takes the index lock.
+    static func flushBuffer(_ w: inout StoreWriter, bufferLimit: Int, state: ReadWriteLock<SharedState>) throws(CaskError) {
+        try w.flush(bufferLimit: bufferLimit)
         let id = UInt32(w.active.id), length = w.flushed
         state.write { shared in shared.segments.noteWritten(id, length: length) }
     }
@@ -304,8 +301,8 @@ extension CaskStore {
         timer.setEventHandler {
             // A failed flush keeps the buffer; the next write or sync reports the error.
             writer?.withLock { w in
-                guard !w.closed, w.failure == nil, (try? w.flush(bufferLimit: bufferSize)) != nil else { return }
-                Self.noteWritten(w, in: state)
+                guard !w.closed, w.failure == nil else { return }
+                try? CaskStore.flushBuffer(&w, bufferLimit: bufferSize, state: state)
             }
         }
         timer.resume()
