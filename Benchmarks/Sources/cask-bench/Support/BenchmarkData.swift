@@ -53,27 +53,48 @@ final class BenchmarkData: @unchecked Sendable {
 }
 
 /// A reusable key buffer, one per thread, so building a key allocates nothing.
+///
+/// Building a key is part of every timed loop, for every engine alike, so it is kept cheap: the
+/// two halves of the 16 digits are made side by side, two digits per step from a table (about
+/// 10 ns, against about 40 ns one digit at a time), so that the loop's own cost dilutes the
+/// engines' figures as little as it can.
 final class KeyBuffer {
     static let keyLength = 16
+    static let largestIndex = 9_999_999_999_999_999
     private let bytes: UnsafeMutableRawBufferPointer
+    /// "00" to "99": entry `n` is the two ASCII digits of `n`, in memory order.
+    private let digitPairs: UnsafeMutablePointer<UInt16>
 
     init() {
         bytes = .allocate(byteCount: Self.keyLength + 1, alignment: 8)
+        bytes[Self.keyLength] = UInt8(ascii: ".")
+        digitPairs = .allocate(capacity: 100)
+        for n in 0..<100 {
+            let pair = [UInt8(ascii: "0") + UInt8(n / 10), UInt8(ascii: "0") + UInt8(n % 10)]
+            digitPairs[n] = pair.withUnsafeBytes { $0.load(as: UInt16.self) }
+        }
     }
 
-    deinit { bytes.deallocate() }
+    deinit {
+        bytes.deallocate()
+        digitPairs.deallocate()
+    }
 
     /// Calls `body` with the key of index `i`: 16 ASCII digits, as db_bench's `%016d`. A missing
     /// key is db_bench's too: the same digits followed by a `.` (17 bytes, never written).
     /// Do not let the pointer escape `body`.
     func withKey<R>(_ i: Int, missing: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        var n = i
-        for position in stride(from: Self.keyLength - 1, through: 0, by: -1) {
-            bytes[position] = UInt8(ascii: "0") + UInt8(n % 10)
-            n /= 10
+        precondition(i >= 0 && i <= Self.largestIndex, "a key index has at most 16 digits")
+        // Digits 0-7 and 8-15, each below 10^8, so 32-bit arithmetic; two digits per step.
+        var high = UInt32(truncatingIfNeeded: i / 100_000_000), low = UInt32(truncatingIfNeeded: i % 100_000_000)
+        let base = bytes.baseAddress!
+        for pair in stride(from: 3, through: 0, by: -1) {
+            base.storeBytes(of: digitPairs[Int(high % 100)], toByteOffset: 2 * pair, as: UInt16.self)
+            base.storeBytes(of: digitPairs[Int(low % 100)], toByteOffset: 8 + 2 * pair, as: UInt16.self)
+            high /= 100
+            low /= 100
         }
-        bytes[Self.keyLength] = UInt8(ascii: ".")
-        return try body(UnsafeRawBufferPointer(rebasing: bytes[0..<(missing ? Self.keyLength + 1 : Self.keyLength)]))
+        return try body(UnsafeRawBufferPointer(start: base, count: missing ? Self.keyLength + 1 : Self.keyLength))
     }
 }
 
