@@ -139,9 +139,10 @@ package struct RecordHeader: Equatable, Sendable {
     }
 
     /// The one set of checks behind ``validate(_:)`` and ``quickValidate(_:)``, as
-    /// ``parse(_:explaining:problem:)`` is for the header.
+    /// ``parse(_:explaining:problem:)`` is for the header. For a caller that chooses at run time
+    /// whether it needs the reason; `problem` is set only when `explaining`.
     @inline(__always)
-    private static func validate(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+    package static func validate(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
         guard let header = parse(bytes, explaining: explaining, problem: &problem) else { return nil }
         guard bytes.count >= header.recordLength else {
             if explaining { problem = .truncated(needed: header.recordLength) }

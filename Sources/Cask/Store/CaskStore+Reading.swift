@@ -279,18 +279,12 @@ extension CaskStore {
 
     /// The checks of ``validateRecord(_:key:file:offset:)``: the record's header, length and
     /// checksum (``RecordHeader/validate(_:)``), its type and key, and its expiry. Not explaining,
-    /// it uses ``RecordHeader/quickValidate(_:)``, which rejects the same bytes and builds no message.
+    /// it rejects the same bytes and builds no message.
     @inline(__always)
     static func checkRecord(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool) -> RecordCheck {
-        let header: RecordHeader
-        if explaining {
-            switch RecordHeader.validate(record) {
-            case .success(let valid): header = valid
-            case .failure(let problem): return .mismatch(reason: problem.description)
-            }
-        } else {
-            guard let valid = RecordHeader.quickValidate(record) else { return .mismatch(reason: nil) }
-            header = valid
+        var problem: RecordHeader.Problem?
+        guard let header = RecordHeader.validate(record, explaining: explaining, problem: &problem) else {
+            return .mismatch(reason: problem?.description)
         }
         guard header.recordLength == record.count, header.type == .put else {
             return .mismatch(reason: explaining ? "record does not match the index" : nil)
