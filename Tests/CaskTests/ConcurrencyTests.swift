@@ -29,6 +29,87 @@ final class ConcurrencyTests: XCTestCase {
         try readersWritersAndDeleters(.os, compacting: true)
     }
 
+    /// Compactions that move thousands of keys while readers read them: a compaction switches the
+    /// index to the copies beside readers (``KeyIndex/switchLocation(_:from:to:)``), so a reader
+    /// must see each key whole at its old or its new copy, never an error, never an older version,
+    /// never nothing. One writer overwrites every key in rounds, so that each compaction has most
+    /// of the store to move; readers also walk the index (`keys()`) now and then.
+    func testReadersWhileCompactionsMoveManyKeys() throws {
+        let dir = TemporaryDirectory("cask-concurrency-switch")
+        defer { dir.remove() }
+        var options = CaskStore.Options(durability: .os)
+        options.maxSegmentSize = 64 << 10
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: dir.path, options: options)
+        let keyCount = 3_000, rounds = 4, readers = 2
+        for key in 0..<keyCount { try store.put(Self.key(key), SelfDescribingValue.make(key: key, writer: 0, version: 1, padding: 40)) }
+        let writerDone = Atomic(false), compactorDone = Atomic(false)
+        let moved = Atomic(0)
+        let problems = Problems()
+
+        runThreads(2 + readers) { thread in
+            var random = SeededGenerator(seed: UInt64(thread) &+ 501)
+            switch thread {
+            case 0:
+                // Writer: rounds of overwrites of every key, in random order.
+                for version in 2...UInt64(rounds + 1) {
+                    for key in (0..<keyCount).shuffled(using: &random) {
+                        let value = SelfDescribingValue.make(key: key, writer: 0, version: version, padding: 40)
+                        do { try store.put(Self.key(key), value) } catch { problems.add("writer: put failed: \(error)") }
+                    }
+                }
+                writerDone.store(true, ordering: .releasing)
+            case 1:
+                // Compactor: while the writer runs, then twice more on the settled store, whose
+                // every key then moves while the readers read it.
+                var settledRuns = 0
+                while settledRuns < 2 {
+                    if writerDone.load(ordering: .acquiring) { settledRuns += 1 }
+                    do { moved.add(try store.compact().recordsCopied, ordering: .relaxed) } catch { problems.add("compact failed: \(error)") }
+                }
+                compactorDone.store(true, ordering: .releasing)
+            default:
+                // Reader: random keys until the compactions are done; versions never go back.
+                var seen = [UInt64](repeating: 1, count: keyCount)
+                var reads = 0
+                while !compactorDone.load(ordering: .acquiring) {
+                    let key = Int.random(in: 0..<keyCount, using: &random)
+                    reads += 1
+                    if reads % 5_000 == 0, (try? store.keys().count) != keyCount { problems.add("reader: keys() did not list every key") }
+                    let value: [UInt8]?
+                    do { value = try store.get(Self.key(key)) } catch {
+                        problems.add("reader: get failed: \(error)")
+                        continue
+                    }
+                    guard let value, let decoded = SelfDescribingValue.decode(value), decoded.key == key else {
+                        problems.add("reader: \(Self.key(key)) missing, torn or foreign")
+                        continue
+                    }
+                    if decoded.version < seen[key] {
+                        problems.add("reader: \(Self.key(key)) went back from v\(seen[key]) to v\(decoded.version)")
+                    }
+                    seen[key] = decoded.version
+                }
+            }
+        }
+        problems.assertNone()
+        // The settled store's compactions moved every key at least once.
+        XCTAssertGreaterThanOrEqual(moved.load(ordering: .relaxed), keyCount)
+
+        let final = SelfDescribingValue.make(key: 0, writer: 0, version: UInt64(rounds + 1), padding: 40)
+        XCTAssertEqual(try store.get(Self.key(0)), final)
+        for key in 0..<keyCount {
+            XCTAssertEqual(try store.get(Self.key(key)).flatMap(SelfDescribingValue.decode)?.version, UInt64(rounds + 1), Self.key(key))
+        }
+        let statistics = try store.statistics()
+        XCTAssertEqual(statistics.segments.reduce(0) { $0 + $1.liveRecords }, keyCount, "live records after the switches")
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        XCTAssertEqual(reopened.count, keyCount)
+        try reopened.close()
+    }
+
     /// 3 writers, 1 deleter and 3 readers on 16 keys, with rotations. Readers check every value is
     /// whole and that, per (key, writer), versions never go backwards. At the end, the store
     /// reopened holds exactly what the last reads saw.

@@ -76,11 +76,13 @@ final class KeyIndexTests: XCTestCase {
                 XCTAssertEqual(lookup(index, key), model[key])
             } else {
                 let key = pickKey(fresh: 5)
-                let location = randomLocation(&rng)
                 let current = model[key]
                 let expected = current != nil && Bool.random(using: &rng) ? current! : randomLocation(&rng)
-                let swapped = key.withUnsafeBytes { index.replace($0, expected: expected, with: location) }
-                XCTAssertEqual(swapped, current == expected, "replace")
+                // A switch moves a record whole: the copy has the same length.
+                let moved = randomLocation(&rng)
+                let location = RecordLocation(segmentID: moved.segmentID, offset: moved.offset, length: expected.length)
+                let swapped = key.withUnsafeBytes { index.switchLocation($0, from: expected, to: location) }
+                XCTAssertEqual(swapped, current == expected, "switchLocation")
                 if swapped { model[key] = location }
             }
         }

@@ -5,9 +5,9 @@
 /// - `control`: one byte per slot: 0 empty, 1 deleted, 0x80 | 7 hash bits for a full slot. Slots
 ///   form aligned groups of 8, and probing reads a group's 8 bytes at once, so a miss rarely touches
 ///   anything else. The array is small (1 to 1.7 bytes per key) and stays in the CPU's caches.
-/// - `table`: one 16-byte entry per slot, in the slot itself: arena position of the key, segment,
-///   offset, length, and two more hash bits that a tag match is checked against before the key is
-///   read. A group's entries are two cache lines, which a lookup starts loading while it probes the
+/// - `table`: one 16-byte entry per slot, in the slot itself: segment and offset (one word), arena
+///   position of the key, length, and two more hash bits that a tag match is checked against before
+///   the key is read. A group's entries are two cache lines, which a lookup starts loading while it probes the
 ///   group's control bytes, so the two misses overlap (the old layout, a slot holding the number of
 ///   an entry kept elsewhere, made them two misses one after the other).
 /// - `arena`: the key bytes, each prefixed by its length as a varint, in 256 KiB chunks.
@@ -21,16 +21,20 @@
 /// i.e. 20 to 30 bytes from about 200,000 keys on. Sequence numbers are kept only while recovery
 /// needs them (``beginRecovery()``), 8 bytes per slot.
 ///
-/// Not thread-safe: the store guards it with a reader-writer lock. Its stored properties opt out of
-/// dynamic exclusivity checks (`@exclusivity(unchecked)`): that lock already rules out overlapping
+/// Not thread-safe: the store guards it with a reader-writer lock. One update may run beside readers:
+/// compaction's ``switchLocation(_:from:to:)``, which stores an entry's segment-and-offset word in
+/// one piece while lookups load it in one piece (see there). Its stored properties opt out of
+/// dynamic exclusivity checks (`@exclusivity(unchecked)`): the lock already rules out overlapping
 /// access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
 /// operation; growth rehashes in O(n), reading each key once from the arena.
 package final class KeyIndex {
     private struct Entry {
+        /// The record's segment in the high 32 bits, its offset in the low 32: the one word that
+        /// ``KeyIndex/switchLocation(_:from:to:)`` stores while readers load it, first in the entry
+        /// (``KeyIndex/place(ofSlot:)`` relies on that).
+        var place: UInt64
         /// Position of the key in the arena: chunk << 18 | offset.
         var keyPosition: UInt32
-        var segmentID: UInt32
-        var offset: UInt32
         /// The record length in bits 0–28 (a record is under 2^29 bytes), two more bits of the
         /// key's hash in 29–30 (``KeyIndex/checkBits(_:)``), and in bit 31 a tombstone kept during
         /// recovery.
@@ -39,23 +43,31 @@ package final class KeyIndex {
         static let lengthMask: UInt32 = 1 << 29 - 1
         static let checkMask: UInt32 = 3 << 29
         static let tombstoneBit: UInt32 = 1 << 31
+        /// Byte offsets of the fields read one by one beside a switch (checked in `KeyIndex.init`).
+        static let keyPositionOffset = 8, bitsOffset = 12
 
         init(keyPosition: UInt32, location: RecordLocation, check: UInt32, tombstone: Bool) {
             self.keyPosition = keyPosition
-            segmentID = location.segmentID
-            offset = location.offset
+            place = Self.place(of: location)
             bits = check
             point(at: location, tombstone: tombstone)
         }
 
+        static func place(of location: RecordLocation) -> UInt64 { UInt64(location.segmentID) << 32 | UInt64(location.offset) }
+
+        static func location(place: UInt64, bits: UInt32) -> RecordLocation {
+            RecordLocation(segmentID: UInt32(truncatingIfNeeded: place >> 32), offset: UInt32(truncatingIfNeeded: place), length: bits & lengthMask)
+        }
+
         var isTombstone: Bool { bits & Self.tombstoneBit != 0 }
-        var location: RecordLocation { RecordLocation(segmentID: segmentID, offset: offset, length: bits & Self.lengthMask) }
+        var segmentID: UInt32 { UInt32(truncatingIfNeeded: place >> 32) }
+        var offset: UInt32 { UInt32(truncatingIfNeeded: place) }
+        var location: RecordLocation { Self.location(place: place, bits: bits) }
         var check: UInt32 { bits & Self.checkMask }
 
         mutating func point(at location: RecordLocation, tombstone: Bool) {
             precondition(location.length <= Self.lengthMask, "a record is under 2^29 bytes")
-            segmentID = location.segmentID
-            offset = location.offset
+            place = Self.place(of: location)
             bits = bits & Self.checkMask | location.length | (tombstone ? Self.tombstoneBit : 0)
         }
     }
@@ -98,6 +110,8 @@ package final class KeyIndex {
     @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
 
     package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024) {
+        assert(MemoryLayout<Entry>.offset(of: \.place) == 0 && MemoryLayout<Entry>.offset(of: \.keyPosition) == Entry.keyPositionOffset
+            && MemoryLayout<Entry>.offset(of: \.bits) == Entry.bitsOffset)
         self.hasher = hasher
         groups = Self.prime(atLeast: minimumCapacity * 8 / 7 / Self.groupWidth + 1)
         capacity = groups * Self.groupWidth
@@ -127,8 +141,7 @@ package final class KeyIndex {
 
     package func lookup(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
         guard let slot = find(key, hash: hasher.hash(key)) else { return nil }
-        let entry = table[slot]
-        return entry.isTombstone ? nil : entry.location
+        return bits(ofSlot: slot) & Entry.tombstoneBit != 0 ? nil : location(ofSlot: slot)
     }
 
     /// The location in the first entry on `key`'s probe path whose 9 bits of hash match (the tag
@@ -146,9 +159,8 @@ package final class KeyIndex {
         cask_prefetch_for_read(table + home)
         cask_prefetch_for_read(table + home + Self.groupWidth / 2)
         guard let slot = find(key, hash: hash, matching: .tag) else { return nil }
-        let entry = table[slot]
         // A tombstone exists only while recovery runs; let the exact lookup judge it.
-        return entry.isTombstone ? lookup(key) : entry.location
+        return bits(ofSlot: slot) & Entry.tombstoneBit != 0 ? lookup(key) : location(ofSlot: slot)
     }
 
     /// Starts loading the cache lines an ``upsert(_:_:)`` or a ``recover(_:_:seq:isDelete:)`` of
@@ -204,11 +216,20 @@ package final class KeyIndex {
         return true
     }
 
-    /// Replaces the location of `key` only if it is still `expected` (compare-and-set).
+    /// Points `key` at `new` only if it still points at `expected` (compare-and-set), for a record
+    /// that compaction copied whole to `new`: the two locations have the same length.
+    ///
+    /// The one update that may run while readers use the index, under the store's shared lock: it
+    /// stores only the entry's segment-and-offset word, in one piece, and every read of an entry
+    /// loads that word in one piece (``place(ofSlot:)``) and the rest, which this never changes, on
+    /// its own. A reader beside it gets the old location or the new one, never a mix, and both hold
+    /// the same record. The caller must rule out every other update meanwhile (the store holds its
+    /// writer mutex, which all other updates take first). O(1) expected; reads no stored key.
     @discardableResult
-    package func replace(_ key: UnsafeRawBufferPointer, expected: RecordLocation, with location: RecordLocation) -> Bool {
+    package func switchLocation(_ key: UnsafeRawBufferPointer, from expected: RecordLocation, to new: RecordLocation) -> Bool {
+        precondition(new.length == expected.length, "a switched record keeps its length")
         guard let slot = find(key, hash: hasher.hash(key), matching: .location(expected)) else { return false }
-        table[slot].point(at: location, tombstone: false)
+        cask_store_word_relaxed(table + slot, Entry.place(of: new))
         return true
     }
 
@@ -217,10 +238,8 @@ package final class KeyIndex {
     package func forEach(_ body: (UnsafeRawBufferPointer, RecordLocation) throws -> Void) rethrows {
         for slot in 0..<capacity {
             prefetchKey(ofSlot: slot + Self.walkPrefetchDistance)
-            guard control[slot] >= 0x80 else { continue }
-            let entry = table[slot]
-            guard !entry.isTombstone else { continue }
-            try body(keyBytes(at: entry.keyPosition), entry.location)
+            guard control[slot] >= 0x80, bits(ofSlot: slot) & Entry.tombstoneBit == 0 else { continue }
+            try body(keyBytes(at: keyPosition(ofSlot: slot)), location(ofSlot: slot))
         }
     }
 
@@ -416,11 +435,12 @@ package final class KeyIndex {
             var matches = Self.zeroBytes(word ^ tags)
             while matches != 0 {
                 let slot = group &* Self.groupWidth &+ matches.trailingZeroBitCount >> 3  // Safe: below capacity.
-                if control[slot] == tag && table[slot].check == check {
+                if control[slot] == tag, case let bits = bits(ofSlot: slot), bits & Entry.checkMask == check {
                     switch match {
                     case .tag: return slot
-                    case .key: if keyBytes(at: table[slot].keyPosition).hasSameBytes(as: key) { return slot }
-                    case .location(let expected): if !table[slot].isTombstone && table[slot].location == expected { return slot }
+                    case .key: if keyBytes(at: keyPosition(ofSlot: slot)).hasSameBytes(as: key) { return slot }
+                    case .location(let expected):
+                        if bits & Entry.tombstoneBit == 0 && Entry.location(place: place(ofSlot: slot), bits: bits) == expected { return slot }
                     }
                 }
                 matches &= matches &- 1
@@ -493,7 +513,31 @@ package final class KeyIndex {
     @inline(__always)
     private func prefetchKey(ofSlot slot: Int) {
         guard slot < capacity, control[slot] >= 0x80 else { return }
-        cask_prefetch_for_read(arenaAddress(table[slot].keyPosition))
+        cask_prefetch_for_read(arenaAddress(keyPosition(ofSlot: slot)))
+    }
+
+    // Reads of an entry that may run beside ``switchLocation(_:from:to:)``: the segment-and-offset
+    // word in one piece, each other field on its own, never the entry as a whole.
+
+    /// The entry's segment (high half) and offset (low half), loaded in one piece.
+    @inline(__always)
+    private func place(ofSlot slot: Int) -> UInt64 {
+        cask_load_word_relaxed(table + slot)
+    }
+
+    @inline(__always)
+    private func bits(ofSlot slot: Int) -> UInt32 {
+        UnsafeRawPointer(table + slot).load(fromByteOffset: Entry.bitsOffset, as: UInt32.self)
+    }
+
+    @inline(__always)
+    private func keyPosition(ofSlot slot: Int) -> UInt32 {
+        UnsafeRawPointer(table + slot).load(fromByteOffset: Entry.keyPositionOffset, as: UInt32.self)
+    }
+
+    @inline(__always)
+    private func location(ofSlot slot: Int) -> RecordLocation {
+        Entry.location(place: place(ofSlot: slot), bits: bits(ofSlot: slot))
     }
 
     private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
