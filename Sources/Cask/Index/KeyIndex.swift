@@ -60,8 +60,6 @@ package final class KeyIndex {
         }
 
         var isTombstone: Bool { bits & Self.tombstoneBit != 0 }
-        var segmentID: UInt32 { UInt32(truncatingIfNeeded: place >> 32) }
-        var offset: UInt32 { UInt32(truncatingIfNeeded: place) }
         var location: RecordLocation { Self.location(place: place, bits: bits) }
         var check: UInt32 { bits & Self.checkMask }
 
@@ -265,7 +263,7 @@ package final class KeyIndex {
             let known = seqs! + slot
             let old = table[slot]
             guard seq > known.pointee
-                || (seq == known.pointee && (location.segmentID, location.offset) > (old.segmentID, old.offset))
+                || (seq == known.pointee && Entry.place(of: location) > old.place)  // (segment, offset) order
             else { return .superseded }
             let oldWasDelete = old.isTombstone
             table[slot].point(at: location, tombstone: isDelete)
