@@ -173,18 +173,24 @@ final class FormatTests: XCTestCase {
         return bytes
     }
 
-    /// `RecordHeader.validate`, checked against the read path's quick form on every call: it must
-    /// accept exactly the same bytes, with the same header.
+    /// `RecordHeader.validate`, checked on every call against the form the read path uses (not
+    /// explaining): it must accept exactly the same bytes, with the same header.
     private func validate(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
         let result = bytes.withUnsafeBytes { RecordHeader.validate($0) }
-        XCTAssertEqual(bytes.withUnsafeBytes { RecordHeader.quickValidate($0) }, try? result.get(), "quickValidate", file: file, line: line)
+        var problem: RecordHeader.Problem?
+        let quick = bytes.withUnsafeBytes { RecordHeader.validate($0, explaining: false, problem: &problem) }
+        XCTAssertEqual(quick, try? result.get(), "validate, not explaining", file: file, line: line)
+        XCTAssertNil(problem, "validate, not explaining, gave a reason", file: file, line: line)
         return result
     }
 
-    /// `RecordHeader.parse`, checked against `quickParse` the same way.
+    /// `RecordHeader.parse`, checked against its form that does not explain the same way.
     private func parse(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
         let result = bytes.withUnsafeBytes { RecordHeader.parse($0) }
-        XCTAssertEqual(bytes.withUnsafeBytes { RecordHeader.quickParse($0) }, try? result.get(), "quickParse", file: file, line: line)
+        var problem: RecordHeader.Problem?
+        let quick = bytes.withUnsafeBytes { RecordHeader.parse($0, explaining: false, problem: &problem) }
+        XCTAssertEqual(quick, try? result.get(), "parse, not explaining", file: file, line: line)
+        XCTAssertNil(problem, "parse, not explaining, gave a reason", file: file, line: line)
         return result
     }
 

@@ -51,18 +51,10 @@ package struct RecordHeader: Equatable, Sendable {
         return .success(header)
     }
 
-    /// ``parse(_:)`` without the reason for a failure: nil for exactly the bytes it rejects. For
-    /// the read path, which leaves reporting a failure to the full check.
+    /// The one set of rules behind ``parse(_:)``. Sets `problem` only when `explaining`, so that a
+    /// caller inlining it with `false` builds no message: it rejects exactly the same bytes.
     @inline(__always)
-    package static func quickParse(_ bytes: UnsafeRawBufferPointer) -> RecordHeader? {
-        var problem: Problem?
-        return parse(bytes, explaining: false, problem: &problem)
-    }
-
-    /// The one set of rules behind ``parse(_:)`` and ``quickParse(_:)``. Sets `problem` only when
-    /// `explaining`, so that the quick form (inlined with `false`) builds no message.
-    @inline(__always)
-    private static func parse(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+    package static func parse(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
         func fail(_ reason: @autoclosure () -> Problem) -> RecordHeader? {
             if explaining { problem = reason() }
             return nil
@@ -131,16 +123,10 @@ package struct RecordHeader: Equatable, Sendable {
         return .success(header)
     }
 
-    /// ``validate(_:)`` without the reason for a failure: nil for exactly the bytes it rejects.
-    @inline(__always)
-    package static func quickValidate(_ bytes: UnsafeRawBufferPointer) -> RecordHeader? {
-        var problem: Problem?
-        return validate(bytes, explaining: false, problem: &problem)
-    }
-
-    /// The one set of checks behind ``validate(_:)`` and ``quickValidate(_:)``, as
-    /// ``parse(_:explaining:problem:)`` is for the header. For a caller that chooses at run time
-    /// whether it needs the reason; `problem` is set only when `explaining`.
+    /// The one set of checks behind ``validate(_:)``, as ``parse(_:explaining:problem:)`` is for the
+    /// header. For a caller that chooses at run time whether it needs the reason (the read path,
+    /// `CaskStore.checkRecord`); `problem` is set only when `explaining`, and the same bytes are
+    /// rejected either way.
     @inline(__always)
     package static func validate(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
         guard let header = parse(bytes, explaining: explaining, problem: &problem) else { return nil }
