@@ -403,4 +403,48 @@ final class CorruptionTests: XCTestCase {
         }
         try store.close()
     }
+
+    /// An entry that points where no segment is any more: a hint that disagrees with its segment
+    /// can leave one (it names another key, or another record, at an offset), once a compaction
+    /// drops the record and deletes the segment. That entry's key then reads as absent; every
+    /// other key, including those whose probe path meets the entry first, still reads its value.
+    func testGetFindsItsKeyPastAnotherKeysEntryWhoseSegmentIsGone() throws {
+        let dir = TemporaryDirectory("cask-tag-collision")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: CaskStore.Options(durability: .os))
+        var rng = SeededGenerator(seed: 0x7A7)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for i in 0..<30_000 {
+            let key = Array("k-\(i)".utf8), value = rng.bytes(Int.random(in: 20...60, using: &rng))
+            try store.put(key, value)
+            model[key] = value
+        }
+        // Each decoy's owner points at a segment that does not exist.
+        let owners: [[UInt8]] = store.state.write { shared in
+            let decoys: Set<RecordLocation> = Set(model.keys.compactMap { key in
+                key.withUnsafeBytes { raw in
+                    guard let probable = shared.index.probableLocation(raw), probable != shared.index.lookup(raw) else { return nil }
+                    return probable
+                }
+            })
+            let owners = model.keys.filter { key in key.withUnsafeBytes { decoys.contains(shared.index.lookup($0)!) } }
+            for owner in owners {
+                owner.withUnsafeBytes { raw in
+                    let old = shared.index.lookup(raw)!
+                    shared.index.upsert(raw, RecordLocation(segmentID: 4_000, offset: old.offset, length: old.length))
+                }
+            }
+            return owners
+        }
+        XCTAssertGreaterThan(owners.count, 20, "too few tag collisions to test the detour")
+        for owner in owners {
+            XCTAssertNil(try store.get(owner))
+            model[owner] = nil
+        }
+        for (key, value) in model {
+            XCTAssertEqual(try store.get(key), value)
+            XCTAssertEqual(try store.withValue(key) { Array($0) }, value)
+        }
+        try store.close()
+    }
 }

@@ -223,7 +223,17 @@ extension CaskStore {
     func locate(key: UnsafeRawBufferPointer, exactly: Bool = true) throws(CaskError) -> (RecordLocation, SegmentFile)? {
         try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
             if shared.closed { throw CaskError.closed }
-            guard let location = exactly ? shared.index.lookup(key) : shared.index.probableLocation(key), let file = shared.segments[location.segmentID] else { return nil }
+            guard var location = exactly ? shared.index.lookup(key) : shared.index.probableLocation(key) else { return nil }
+            var found = shared.segments[location.segmentID]
+            if found == nil && !exactly {
+                // The probable entry is another key's, pointing where no segment is: an index
+                // built from a hint that disagreed with its segment can hold one once a compaction
+                // drops that record. It says nothing about this key: look it up exactly.
+                guard let exact = shared.index.lookup(key) else { return nil }
+                location = exact
+                found = shared.segments[location.segmentID]
+            }
+            guard let file = found else { return nil }
             // Before the retain of `file` and the unlock, whose atomic instructions wait for all
             // earlier loads: the record's miss then runs alongside them.
             file.prefetch(location)
