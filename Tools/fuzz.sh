@@ -42,12 +42,17 @@ mkdir -p "$scratch"
 binary="$scratch/cask-fuzz"
 mapfile -t sources < <(find Sources/Cask Tests/Fuzz -name '*.swift' | sort)
 echo "== building $binary" >&2
-# The library's one C file (CRC-32C with the CPU's instruction; CCaskCPU's prefetch is a header),
-# then everything else.
-clang -O2 -c Sources/CCaskCPU/CaskCRC32C.c -I Sources/CCaskCPU/include -o "$scratch/CaskCRC32C.o"
+# The library's C files (CRC-32C with the CPU's instruction, `fallocate`; CCaskCPU's prefetch and
+# atomics are headers), then everything else.
+objects=()
+for c in Sources/CCaskCPU/*.c; do
+  object="$scratch/$(basename "${c%.c}").o"
+  clang -O2 -c "$c" -I Sources/CCaskCPU/include -o "$object"
+  objects+=("$object")
+done
 swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -package-name cask \
   -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -suppress-warnings \
-  -I Sources/CLZ4 -llz4 -I Sources/CCaskCPU/include "$scratch/CaskCRC32C.o" \
+  -I Sources/CLZ4 -llz4 -I Sources/CCaskCPU/include "${objects[@]}" \
   "${sources[@]}" -o "$binary" 2> >(grep -v "Cannot export local symbol" >&2)
 
 # The Swift runtime's backtracer would race the sanitizer's report; leaks are not checked

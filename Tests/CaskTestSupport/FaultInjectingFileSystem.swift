@@ -23,7 +23,7 @@ package final class FaultInjectingFileSystem: FileSystem, Sendable {
     /// The calls of the ``FileSystem`` seam.
     package enum Operation: String, Sendable, CaseIterable {
         case open, close, pread, pwrite, fdatasync, fsync, ftruncate, fileSize, rename, unlink
-        case makeDirectory, listDirectory, lock, isDirectory, isWritable
+        case makeDirectory, listDirectory, lock, isDirectory, isWritable, allocate
 
         /// Whether the call can report an error (the ones a fault can be injected into).
         package var canFail: Bool {
@@ -147,8 +147,22 @@ package final class FaultInjectingFileSystem: FileSystem, Sendable {
 
     private let real = PosixFileSystem()
     private let state = Lock(State())
+    /// Whether the store may write its active segment through a mapping, as on the real file
+    /// system. Off by default: those writes are no `pwrite` calls, so this file system neither
+    /// sees them (in ``Call``s, or in how far a file is written and durable) nor faults them; only
+    /// the `allocate` calls that reserve space for them.
+    private let mappedWrites: Bool
 
-    package init() {}
+    package init(mappedWrites: Bool = false) {
+        self.mappedWrites = mappedWrites
+    }
+
+    package var supportsMappedWrites: Bool { mappedWrites }
+
+    package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) {
+        _ = try gate(.allocate, fd: fd, offset: offset, length: Int(length))
+        try real.allocate(fd, offset: offset, length: length)
+    }
 
     // MARK: Controlling faults
 

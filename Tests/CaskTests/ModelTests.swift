@@ -286,7 +286,8 @@ enum StoreFiles {
         let bytes = try read(path)
         var records: [Record] = []
         var offset = SegmentHeader.length
-        while offset < bytes.count {
+        // Zero bytes to the end of the file are space a writer reserved (FORMAT.md, "Reserved space").
+        while offset < bytes.count && !bytes[offset...].allSatisfy({ $0 == 0 }) {
             let result = bytes.withUnsafeBytes { RecordHeader.validate(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
             guard case .success(let header) = result else {
                 XCTFail("\(path): no valid record at \(offset): \(result)", file: file, line: line)

@@ -394,6 +394,34 @@ final class SecondReaderTests: XCTestCase {
         }
     }
 
+    /// Space a writer reserved (zeros to the end of the last segment, as a crash leaves it) is
+    /// neither records nor damage to either reader; a torn record before it is a torn tail to both.
+    func testReservedSpaceAfterTheLastRecord() throws {
+        let directory = TemporaryDirectory("cask-second-reader-reserved")
+        _ = try Self.makeRandomStore(at: directory.path, seed: 0x7043)
+        let last = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".cask") }.sorted().last)
+        let path = directory.appending(last)
+        let length = try StoreFiles.fileSize(path)
+        try StoreFiles.append(path, [UInt8](repeating: 0, count: 70_000))
+        for (python, swift) in try compareReaders(directory.path, label: "reserved \(last)") {
+            XCTAssertFalse(python.tornTail, "\(python.summary)")
+            XCTAssertTrue(python.damaged.isEmpty, "\(python.summary)")
+            XCTAssertTrue(swift.report.isClean, "\(swift.report)")
+        }
+        // A torn record (its first half) with the reserved zeros after it.
+        let records = try StoreFiles.records(ofSegment: path)
+        let torn = try XCTUnwrap(records.last)
+        try StoreFiles.truncate(path, to: torn.offset + torn.length / 2)
+        try StoreFiles.append(path, [UInt8](repeating: 0, count: 5_000))
+        XCTAssertEqual(length, torn.offset + torn.length)
+        for (python, swift) in try compareReaders(directory.path, label: "torn before reserved \(last)") {
+            let tail = try XCTUnwrap(python.summary["torn_tail"] as? [String: Any], "\(python.summary)")
+            XCTAssertEqual(tail["start"] as? Int, torn.offset)
+            let range = try XCTUnwrap(swift.report.corruptRanges.last, "\(swift.report)")
+            XCTAssertEqual(Int(range.offset), torn.offset, "\(range)")
+        }
+    }
+
     /// Flips a byte of the file (in the middle when `offset` is nil); returns its offset.
     static func corrupt(_ path: String, at offset: Int?) throws -> Int {
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))

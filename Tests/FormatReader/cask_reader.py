@@ -558,6 +558,10 @@ class Reader:
                         break
                     except Invalid:
                         pos += 1
+                if r is None and not any(data[damage_start:end]):
+                    # Zeros to the end of a segment: space a writer reserved ("Reserved space").
+                    # Not a record, not damage.
+                    return
                 if r is None and last:
                     # Damage reaching the end of the last segment: a torn write. A writer would cut
                     # the file here; a read-only reader stops.

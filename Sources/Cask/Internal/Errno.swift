@@ -24,6 +24,8 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     public static let notDirectory = Errno(rawValue: ENOTDIR)
     public static let readOnlyFileSystem = Errno(rawValue: EROFS)
     public static let badFileDescriptor = Errno(rawValue: EBADF)
+    public static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    public static let invalidArgument = Errno(rawValue: EINVAL)
 
     /// The last error of the calling thread.
     static var current: Errno { Errno(rawValue: errno) }

@@ -1,3 +1,4 @@
+import CCaskCPU
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -36,6 +37,20 @@ package protocol FileSystem: Sendable {
     func isDirectory(_ path: String) -> Bool?
     /// Checks `access(path, W_OK)`.
     func isWritable(_ path: String) -> Bool
+    /// Reserves disk blocks for `offset ..< offset + length`, extending the file (`fallocate(2)`,
+    /// mode 0), so that writes there through a mapping never need a block the disk may not have.
+    /// Throws `.noSpace` when the disk is full, and `.notSupported` where the file system cannot
+    /// reserve (nothing was changed then).
+    func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno)
+    /// Whether the active segment may be written through a shared mapping (see ``StoreWriter``).
+    /// Only the real file system: the test file systems see and fault data writes as `pwrite`
+    /// calls, so they say no and the store writes with `pwrite`.
+    var supportsMappedWrites: Bool { get }
+}
+
+extension FileSystem {
+    package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) { throw Errno.notSupported }
+    package var supportsMappedWrites: Bool { false }
 }
 
 /// The real file system.
@@ -117,6 +132,12 @@ package struct PosixFileSystem: FileSystem {
         access(path, W_OK) == 0
     }
 
+    package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) {
+        _ = try retryingInterrupts { cask_fallocate(fd, offset, length) }
+    }
+
+    package var supportsMappedWrites: Bool { true }
+
     /// Runs a libc call, retrying while it fails with `EINTR`; throws any other failure.
     private func retryingInterrupts<R: BinaryInteger>(_ call: () -> R) throws(Errno) -> R {
         while true {
@@ -129,15 +150,25 @@ package struct PosixFileSystem: FileSystem {
 }
 
 extension FileSystem {
-    /// Maps `length` bytes of `fd` read-only and shared (`mmap(PROT_READ, MAP_SHARED)`), so that
-    /// bytes written to the file later are visible through the mapping. Touching a page past the end
-    /// of the file raises SIGBUS: callers read only below a length they know the file has.
-    /// A default implementation, so that test file systems need not forward it.
-    package func map(_ fd: Int32, length: Int) throws(Errno) -> UnsafeRawPointer {
-        guard let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0), address != MAP_FAILED else {
+    /// Maps `length` bytes of `fd` shared (`mmap(MAP_SHARED)`), read-only or, with `writable`, for
+    /// reading and writing (the descriptor must be open for both), so that bytes written to the
+    /// file later are visible through the mapping, and bytes stored through it are the file's.
+    /// Touching a page past the end of the file raises SIGBUS: callers touch only bytes below a
+    /// length they know the file has. A default implementation, so that test file systems need
+    /// not forward it.
+    package func map(_ fd: Int32, length: Int, writable: Bool = false) throws(Errno) -> UnsafeMutableRawPointer {
+        let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
+        guard let address = mmap(nil, length, protection, MAP_SHARED, fd, 0), address != MAP_FAILED else {
             throw Errno.current
         }
-        return UnsafeRawPointer(address)
+        return address
+    }
+
+    /// Makes a writable mapping read-only (`mprotect(PROT_READ)`). Done when a segment is sealed:
+    /// the kernel's writeback then has no writable entry to clean for the segment's pages (each
+    /// such clean interrupts the threads reading through the mapping, to flush their TLBs).
+    package func protectReadOnly(_ address: UnsafeRawPointer, length: Int) {
+        _ = mprotect(UnsafeMutableRawPointer(mutating: address), length, PROT_READ)
     }
 
     package func unmap(_ address: UnsafeRawPointer, length: Int) {

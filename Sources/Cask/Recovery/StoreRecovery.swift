@@ -32,13 +32,16 @@ package struct StoreRecovery {
     let writable: Bool
     let maxSegmentSize: Int64
     let mapReads: Bool
+    /// Map the segment kept open for writing writable (``SegmentFile/write(_:at:)``).
+    let mapWrites: Bool
 
-    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool) {
+    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool, mapWrites: Bool = false) {
         self.directory = directory
         self.fileSystem = fileSystem
         self.writable = writable
         self.maxSegmentSize = maxSegmentSize
         self.mapReads = mapReads
+        self.mapWrites = mapWrites
     }
 
     package func run() throws(CaskError) -> Result {
@@ -208,7 +211,9 @@ package struct StoreRecovery {
         }
         // The last segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
-        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength)
+        let file = SegmentFile(
+            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
+            writable: keepOpenForWriting && mapWrites)
         var stats = SegmentStats(id: id)
         stats.sealed = !isLast
 
@@ -282,6 +287,21 @@ package struct StoreRecovery {
             },
             onCorrupt: { corrupt.append($0) })
 
+        // Zero bytes from a record boundary to the end of the file are space the writer reserved
+        // ahead of its writes (FORMAT.md, "Reserved space"), left by a crash or by a writer still
+        // running: no records, and no damage. A writable open gives the last segment's back.
+        if let tail = corrupt.last, tail.offset + tail.length == length,
+           try SegmentScanner.isReservedSpace(fd: fd, path: segmentPath, from: tail.offset, to: length, fileSystem: fileSystem) {
+            corrupt.removeLast()
+            if keepOpenForWriting {
+                do { try fileSystem.ftruncate(fd, length: tail.offset) } catch {
+                    throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
+                }
+            }
+            length = tail.offset
+            file.writtenLength.store(length, ordering: .relaxed)
+            stats.fileBytes = length
+        }
         // A damaged tail of the last segment is a torn write: cut it.
         if keepOpenForWriting, let tail = corrupt.last, tail.offset + tail.length == length {
             corrupt.removeLast()

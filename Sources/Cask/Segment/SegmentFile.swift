@@ -5,10 +5,13 @@ import CCaskCPU
 /// removes stays readable until the last reader lets go; the descriptor closes and the mapping is
 /// released on deinit.
 ///
-/// Reads go through a read-only shared mapping when there is one (no syscall, no copy), else `pread`.
+/// Reads go through a shared mapping when there is one (no syscall, no copy), else `pread`.
 /// The mapping may extend past the end of the file (the active segment is mapped at its maximum
-/// size up front); readers only touch bytes below ``writtenLength``. `@unchecked Sendable`: the
-/// mapping is immutable after init and only read.
+/// size up front); readers only touch bytes below ``writtenLength``. The active segment's mapping
+/// may be writable: the writer then stores records through it (``write(_:at:)``), past
+/// ``writtenLength``, in space it reserved in the file. `@unchecked Sendable`: the mapping itself
+/// never changes after init; its bytes below ``writtenLength`` are only read, and the writer
+/// publishes bytes it stored by raising ``writtenLength`` (a release store).
 package final class SegmentFile: @unchecked Sendable {
     package let id: UInt64
     package let path: String
@@ -21,23 +24,34 @@ package final class SegmentFile: @unchecked Sendable {
     package let mapping: UnsafeRawPointer?
     /// Bytes mapped from the start of the file (0 without a mapping).
     package let mappedLength: Int
-    /// Bytes of the file that have been handed to the OS (`pwrite`): `pread` can serve them.
+    /// Whether the mapping is writable (see ``write(_:at:)``).
+    package let isWritable: Bool
+    /// Bytes of the file that have been handed to the OS (`pwrite`, or stored through the
+    /// writable mapping): `pread` can serve them.
     /// Bytes past this are still in the writer's buffer.
     package let writtenLength: Atomic<Int64>
 
-    /// `mapLength`: bytes to map for reading (0 for none); a failed mapping falls back to `pread`.
-    package init(id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0) {
+    /// `mapLength`: bytes to map (0 for none); a failed mapping falls back to `pread`. `writable`:
+    /// map for writing too (`fd` must be open for reading and writing); if that fails the mapping
+    /// is read-only, and the writer uses `pwrite`.
+    package init(id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false) {
         self.id = id
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem
         writtenLength = Atomic(length)
-        if mapLength > 0, let address = try? fileSystem.map(fd, length: mapLength) {
-            mapping = address
+        if mapLength > 0, writable, let address = try? fileSystem.map(fd, length: mapLength, writable: true) {
+            mapping = UnsafeRawPointer(address)
             mappedLength = mapLength
+            isWritable = true
+        } else if mapLength > 0, let address = try? fileSystem.map(fd, length: mapLength) {
+            mapping = UnsafeRawPointer(address)
+            mappedLength = mapLength
+            isWritable = false
         } else {
             mapping = nil
             mappedLength = 0
+            isWritable = false
         }
     }
 
@@ -69,6 +83,24 @@ package final class SegmentFile: @unchecked Sendable {
         guard let start = record.baseAddress else { return }
         cask_prefetch_for_read(start)
         if record.count > 1, (Int(bitPattern: start) & 63) + record.count > 64 { cask_prefetch_for_read(start + 64) }
+    }
+
+    /// Stores `bytes` at `offset` of the file through the writable mapping: into the page cache,
+    /// as a `pwrite` would, without a system call. For the writer, under its mutex, past
+    /// ``writtenLength``. The caller must have reserved the range in the file
+    /// (``FileSystem/allocate(_:offset:length:)``): a store to a page past the end of the file
+    /// raises SIGBUS, and one to a page without a disk block could, on a full disk.
+    package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+        precondition(isWritable && offset >= 0 && Int(offset) + bytes.count <= mappedLength, "a mapped write stays inside the writable mapping")
+        guard let source = bytes.baseAddress, let mapping else { return }
+        UnsafeMutableRawPointer(mutating: mapping + Int(offset)).copyMemory(from: source, byteCount: bytes.count)
+    }
+
+    /// Ends the writer's stores through the mapping: it becomes read-only (sealed segments are
+    /// never written again). For the writer, under its mutex, when it seals the segment.
+    package func endMappedWrites() {
+        guard isWritable, let mapping else { return }
+        fileSystem.protectReadOnly(mapping, length: mappedLength)
     }
 
     /// Reads `location.length` bytes at `location.offset` into `buffer` (which has at least that many).

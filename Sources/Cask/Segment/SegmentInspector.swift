@@ -8,7 +8,8 @@ import Glibc
 /// The one statement of how `verify` and `inspect` classify damage: a bad segment header is
 /// `segmentHeader` (bytes `0 ..< 40`, or `16 ..< 24` for an id that disagrees with the file name);
 /// bytes that are not a valid record are `record`, unless they run to the end of the last segment,
-/// where they are `tornTail` (a crash, or an append in progress). Records are validated as a scan
+/// where they are `tornTail` (a crash, or an append in progress); zero bytes that run to the end
+/// of a segment are space a writer reserved, not a problem. Records are validated as a scan
 /// on open validates them (lengths and checksum, ``SegmentScanner``); payloads are not decompressed.
 package struct SegmentInspector {
     package let fileSystem: any FileSystem
@@ -64,14 +65,18 @@ package struct SegmentInspector {
         }
 
         var scanner = SegmentScanner(fd: fd, path: path, fileLength: length, fileSystem: fileSystem)
+        var tail: SegmentScanner.CorruptRange?
         _ = try scanner.scan(
             from: min(Int64(SegmentHeader.length), length),
             onRecord: onRecord,
             onCorrupt: { range in
-                // Only the last range can reach the end of the file.
-                let isTail = isLast && range.offset + range.length == length
-                problem(isTail ? .tornTail : .record, range.offset, range.length, range.reason)
+                // Only the last range can reach the end of the file: judged below.
+                if range.offset + range.length == length { tail = range } else { problem(.record, range.offset, range.length, range.reason) }
             })
+        // Zero bytes to the end are space a writer reserved, not damage.
+        if let tail, try !SegmentScanner.isReservedSpace(fd: fd, path: path, from: tail.offset, to: length, fileSystem: fileSystem) {
+            problem(isLast ? .tornTail : .record, tail.offset, tail.length, tail.reason)
+        }
         return true
     }
 }

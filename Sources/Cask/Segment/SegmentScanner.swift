@@ -55,6 +55,32 @@ package struct SegmentScanner: ~Copyable {
         return validEnd
     }
 
+    /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
+    /// reserved ahead of its writes (FORMAT.md, "Reserved space"): all zero. Reads them in 64 KiB
+    /// pieces (a writer reserves at most ``StoreWriter/reservationStep`` ahead).
+    package static func isReservedSpace(
+        fd: Int32, path: String, from start: Int64, to end: Int64, fileSystem: any FileSystem
+    ) throws(CaskError) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var position = start
+        while position < end {
+            let count = Int(min(Int64(buffer.count), end - position))
+            var failure: Errno?
+            let read = buffer.withUnsafeMutableBytes { raw in
+                do throws(Errno) {
+                    return try fileSystem.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: position)
+                } catch {
+                    failure = error
+                    return 0
+                }
+            }
+            if let failure { throw CaskError.io(operation: "pread", path: path, errno: failure) }
+            guard read == count, buffer[0..<count].allSatisfy({ $0 == 0 }) else { return false }
+            position += Int64(count)
+        }
+        return true
+    }
+
     /// The valid record at `offset`, or why there is none.
     private mutating func record(at offset: Int64) throws(CaskError) -> Result<(RecordHeader, UnsafeRawBufferPointer), RecordHeader.Problem> {
         let headerView = try view(at: offset, count: Limits.maxRecordHeaderLength)

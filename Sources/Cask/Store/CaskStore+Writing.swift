@@ -8,7 +8,9 @@ extension CaskStore {
     /// ``CaskError/keyTooLong(length:limit:)`` or ``CaskError/valueTooLarge(length:limit:)`` before
     /// writing anything; ``CaskError/diskFull(path:)`` after rolling the record back.
     /// Complexity: O(key + value): one LZ4 compression, one checksum, and (outside `.buffered`) one
-    /// `pwrite`. Contiguous collections (`[UInt8]`, `ArraySlice`, `Data`) are not copied.
+    /// copy into the segment's mapping (one `pwrite` where writes are not mapped, see
+    /// ``Options/memoryMappedReads``). Contiguous collections (`[UInt8]`, `ArraySlice`, `Data`) are
+    /// not copied.
     @inlinable
     public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>) throws(CaskError) {
         try Self.withContiguousBytes(key) { (key) throws(CaskError) in
@@ -183,13 +185,16 @@ extension CaskStore {
                 throw failure
             }
         }
+        // The sealed segment ends at its last record before the next one exists: only the newest
+        // segment can have reserved space left after a crash.
+        try w.releaseReservation()
+        sealed.endMappedWrites()
         let next = try StoreWriter.createSegment(
-            id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem, mapLength: options.segmentMapLength)
+            id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem,
+            mapLength: options.segmentMapLength, writable: options.writesThroughMapping)
         w.nextSegmentID += 1
         if options.durability != .fsync { w.unsyncedSealed.append(sealed) }
-        w.active = next
-        w.end = next.writtenLength.load(ordering: .relaxed)
-        w.flushed = w.end
+        w.start(next, length: next.writtenLength.load(ordering: .relaxed))
         let sealedLength = sealed.writtenLength.load(ordering: .relaxed)
         state.write { shared in
             shared.segments.noteWritten(UInt32(sealed.id), length: sealedLength)

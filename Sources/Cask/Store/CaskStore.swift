@@ -114,7 +114,7 @@ public final class CaskStore: Sendable {
 
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
-            mapReads: options.memoryMappedReads
+            mapReads: options.memoryMappedReads, mapWrites: options.writesThroughMapping
         ).run()
         recoveryReport = recovered.report
 
@@ -127,7 +127,7 @@ public final class CaskStore: Sendable {
             } else {
                 active = try StoreWriter.createSegment(
                     id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
-                    mapLength: options.segmentMapLength)
+                    mapLength: options.segmentMapLength, writable: options.writesThroughMapping)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)
@@ -176,6 +176,8 @@ public final class CaskStore: Sendable {
                 }
                 do throws(CaskError) {
                     try w.flush(bufferLimit: options.bufferSize)
+                    // The active segment ends at its last record again (before the sync below).
+                    try w.releaseReservation()
                     // Oldest first, as in a sync: a power cut in between must not leave newer records
                     // on disk without older ones.
                     for file in w.unsyncedSealed + [w.active] {

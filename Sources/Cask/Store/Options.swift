@@ -19,10 +19,13 @@ extension CaskStore {
         public var flushInterval: Double = 0.1
         /// Write hint files for sealed segments (and the active one on close), so opens skip values.
         public var writeHints = true
-        /// Serve reads from read-only memory mappings of the segment files (no syscall per read)
-        /// instead of `pread`. Default true. The trade-off: with a mapping, a disk I/O error or a
-        /// segment truncated by another program while the store is open raises SIGBUS instead of
-        /// throwing ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
+        /// Serve reads from shared memory mappings of the segment files (no syscall per read)
+        /// instead of `pread`; and in `.os` and `.fsync` modes, store new records through the
+        /// active segment's mapping, into space reserved ahead with `fallocate` (no syscall per
+        /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``). Default
+        /// true. The trade-off: with a mapping, a disk I/O error or a segment truncated by another
+        /// program while the store is open raises SIGBUS instead of throwing
+        /// ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
         public var memoryMappedReads = true
         /// How the object API (`set(_:forKey:)`, `get(_:forKey:)`, typed keys) codes and caches
         /// values: the default coder and the decoded-object cache. Default: binary, no cache.
@@ -41,6 +44,13 @@ extension CaskStore {
 
         /// How much of a new segment to map for reads.
         var segmentMapLength: Int { memoryMappedReads ? Int(maxSegmentSize) : 0 }
+
+        /// Whether the writer stores records through the active segment's mapping
+        /// (``StoreWriter/flush(bufferLimit:)``): with mapped reads, on a file system that allows it,
+        /// outside `.buffered` (whose flushes are large: there a `pwrite` measured as fast).
+        var writesThroughMapping: Bool {
+            memoryMappedReads && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites
+        }
 
         public init(durability: Durability, readOnly: Bool = false) {
             self.durability = durability

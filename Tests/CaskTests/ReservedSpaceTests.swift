@@ -1,0 +1,151 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// In `.os` and `.fsync` modes the writer stores records through the active segment's mapping,
+/// into space it reserved ahead in the file (FORMAT.md, "Reserved space"): no `pwrite` per put, a
+/// zero-filled tail while the store is open, none once a segment is sealed or the store closed,
+/// and a full disk reported when the reservation fails, before anything is written.
+final class ReservedSpaceTests: XCTestCase {
+    private func options(_ durability: Durability = .os, fileSystem: (any FileSystem)? = nil) -> CaskStore.Options {
+        var options = CaskStore.Options(durability: durability)
+        options.maxSegmentSize = 3 << 20
+        options.automaticCompaction = false
+        if let fileSystem { options.fileSystem = fileSystem }
+        return options
+    }
+
+    /// Where the last record of a segment file ends.
+    private func recordsEnd(_ path: String) throws -> Int {
+        try StoreFiles.records(ofSegment: path).last.map { $0.offset + $0.length } ?? SegmentHeader.length
+    }
+
+    private func assertContents(_ store: CaskStore, _ model: [[UInt8]: [UInt8]], _ context: String, line: UInt = #line) throws {
+        XCTAssertEqual(store.count, model.count, context, line: line)
+        for (key, value) in model where try store.get(key) != value {
+            return XCTFail("\(context): \(String(decoding: key, as: UTF8.self)) reads wrong", line: line)
+        }
+    }
+
+    func testWritesGoThroughTheMappingAndTheReservedTailIsGivenBack() throws {
+        for durability in [Durability.os, .fsync] {
+            let dir = TemporaryDirectory("cask-reserved")
+            defer { dir.remove() }
+            let fileSystem = FaultInjectingFileSystem(mappedWrites: true)
+            let store = try CaskStore.open(at: dir.path, options: options(durability, fileSystem: fileSystem))
+            var rng = SeededGenerator(seed: 0x5E5)
+            var model: [[UInt8]: [UInt8]] = [:]
+            let puts = durability == .os ? 60_000 : 300
+            fileSystem.clearTrace()
+            for i in 0..<puts {
+                let key = Array("user/\(i % 20_000)".utf8), value = rng.bytes(Int.random(in: 40...120, using: &rng))
+                try store.put(key, value)
+                model[key] = value
+            }
+            let context = "\(durability)"
+            let segmentPaths = try StoreFiles.segmentIDs(in: dir.path).map { StoreFiles.segmentPath(dir.path, $0) }
+            if durability == .os { XCTAssertGreaterThanOrEqual(segmentPaths.count, 2, context) }
+            // Only segment creations write (their headers); the records went through the mappings.
+            let pwrites = fileSystem.trace.filter { $0.operation == .pwrite && $0.path.hasSuffix(".cask") }
+            XCTAssertEqual(pwrites.count, segmentPaths.count - 1, "\(context): \(pwrites)")
+            XCTAssertTrue(pwrites.allSatisfy { $0.offset == 0 && $0.length == SegmentHeader.length }, "\(context): \(pwrites)")
+            XCTAssertGreaterThan(fileSystem.count(.allocate), 0, context)
+
+            // Sealed segments end at their last record; the active one has reserved space after it.
+            for path in segmentPaths.dropLast() {
+                XCTAssertEqual(try StoreFiles.fileSize(path), try recordsEnd(path), "\(context): \(path)")
+            }
+            let active = segmentPaths.last!
+            let activeEnd = try recordsEnd(active)
+            XCTAssertGreaterThan(try StoreFiles.fileSize(active), activeEnd, context)
+            XCTAssertLessThanOrEqual(try StoreFiles.fileSize(active), activeEnd + Int(StoreWriter.reservationStep), context)
+
+            // What a crash leaves (the page cache keeps what the process stored): a copy opens
+            // clean, with every value, and its last segment ends at its last record again.
+            let image = TemporaryDirectory("cask-reserved-image")
+            defer { image.remove() }
+            try StoreFiles.copy(from: dir.path, to: image.path)
+            XCTAssertTrue(try CaskStore.verify(at: image.path).isClean, context)
+            let readOnly = try CaskStore.open(at: image.path, options: CaskStore.Options(durability: .os, readOnly: true))
+            XCTAssertTrue(readOnly.recoveryReport.isClean, "\(context): \(readOnly.recoveryReport)")
+            try assertContents(readOnly, model, "\(context), read-only copy")
+            try readOnly.close()
+            let reopened = try CaskStore.open(at: image.path, options: options(durability))
+            XCTAssertTrue(reopened.recoveryReport.isClean, "\(context): \(reopened.recoveryReport)")
+            try assertContents(reopened, model, "\(context), copy")
+            let imageActive = image.appending((active as NSString).lastPathComponent)
+            XCTAssertEqual(try StoreFiles.fileSize(imageActive), activeEnd, context)
+            // The reopened store writes on through a mapping of the segment it recovered.
+            try reopened.put("after-reopen", [7])
+            model[Array("after-reopen".utf8)] = [7]
+            try reopened.close()
+            XCTAssertEqual(try StoreFiles.fileSize(imageActive), try recordsEnd(imageActive), context)
+
+            try store.close()
+            XCTAssertEqual(try StoreFiles.fileSize(active), activeEnd, "\(context): close gives the reserved space back")
+            let again = try CaskStore.open(at: dir.path, options: options(durability))
+            XCTAssertTrue(again.recoveryReport.isClean, "\(context): \(again.recoveryReport)")
+            model[Array("after-reopen".utf8)] = nil
+            try assertContents(again, model, "\(context), reopened")
+            try again.close()
+        }
+    }
+
+    /// A full disk fails the reservation: the put that needed it throws `diskFull`, nothing of it
+    /// is stored, every earlier value stays, and writes go on once there is space again.
+    func testAFullDiskFailsTheReservationAndLosesNothing() throws {
+        let dir = TemporaryDirectory("cask-reserved-full")
+        defer { dir.remove() }
+        let fileSystem = FaultInjectingFileSystem(mappedWrites: true)
+        let store = try CaskStore.open(at: dir.path, options: options(fileSystem: fileSystem))
+        fileSystem.fail(.allocate, nth: 3, with: .noSpace)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var failures = 0
+        var rng = SeededGenerator(seed: 0xF011)
+        for i in 0..<40_000 {
+            let key = Array("draft/\(i)".utf8), value = rng.bytes(90)
+            do {
+                try store.put(key, value)
+                model[key] = value
+            } catch {
+                failures += 1
+                guard case .diskFull(let path) = error else { return XCTFail("\(error)") }
+                XCTAssertTrue(path.hasSuffix(".cask"), path)
+                XCTAssertNil(try store.get(key))
+            }
+        }
+        XCTAssertEqual(failures, 1)
+        XCTAssertEqual(model.count, 39_999)
+        try assertContents(store, model, "after the full disk")
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        try assertContents(reopened, model, "reopened")
+        try reopened.close()
+    }
+
+    /// Where the file system cannot reserve space (`fallocate` unsupported), the store writes with
+    /// `pwrite` instead.
+    func testWithoutReservationsWritesUsePwrite() throws {
+        let dir = TemporaryDirectory("cask-reserved-unsupported")
+        defer { dir.remove() }
+        let fileSystem = FaultInjectingFileSystem(mappedWrites: true)
+        fileSystem.failAlways(.allocate, with: .notSupported)
+        let store = try CaskStore.open(at: dir.path, options: options(fileSystem: fileSystem))
+        var model: [[UInt8]: [UInt8]] = [:]
+        for i in 0..<2_000 {
+            let key = Array("search/\(i)".utf8), value = Array("query \(i)".utf8)
+            try store.put(key, value)
+            model[key] = value
+        }
+        XCTAssertGreaterThanOrEqual(fileSystem.count(.pwrite), 2_000)
+        XCTAssertEqual(fileSystem.count(.allocate), 1, "one refusal turns reservations off for the segment")
+        try assertContents(store, model, "pwrite")
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        try assertContents(reopened, model, "reopened")
+        try reopened.close()
+    }
+}
