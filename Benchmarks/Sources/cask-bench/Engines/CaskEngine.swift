@@ -16,7 +16,7 @@ final class CaskEngine: Engine {
 
     static func describe(_ mode: WriteMode) -> String {
         switch mode {
-        case .nosync: "durability `.os`: one `pwrite` per put"
+        case .nosync: "durability `.os`: each put copied into the newest segment's mapping before it returns (the page cache, as after a `pwrite`)"
         case .batch1000: "durability `.buffered`: puts collect in a 256 KiB buffer written with one `pwrite` when full (and `flush()` at the end); no batch API, so \"batches\" are the buffer"
         case .sync: "durability `.fsync`: put returns after `fdatasync`; concurrent writers share one (group commit)"
         }

@@ -26,7 +26,8 @@ struct ObjectVariant: Sendable {
     let name: String
     /// The coder, for the `coder=` field and the encoded size.
     let coder: ObjectCoder
-    /// What makes a set persistent (`persist=`): `pwrite`, `rename`, `synchronize-at-end`, `synchronize-each`.
+    /// What makes a set persistent (`persist=`): `os` (Cask's `.os` mode: the record is in the page
+    /// cache on return), `rename`, `synchronize-at-end`, `synchronize-each`.
     let persistence: String
     /// What a set and a get do, for the report (Markdown).
     let description: String
@@ -44,11 +45,11 @@ struct ObjectVariant: Sendable {
 
     static let all: [ObjectVariant] = [
         ObjectVariant(
-            name: "cask", coder: .binary, persistence: "pwrite",
-            description: "`store.set(profile, forKey:)` with the binary coder (the default), durability `.os` (one `pwrite` per set); get: `store.get(Profile.self, forKey:)`",
+            name: "cask", coder: .binary, persistence: "os",
+            description: "`store.set(profile, forKey:)` with the binary coder (the default), durability `.os` (each set stored into the segment's mapping before it returns); get: `store.get(Profile.self, forKey:)`",
             runsGets: true, count: { $0 }, open: { try CaskObjectEngine(directory: $0, coder: .binary) }),
         ObjectVariant(
-            name: "cask-json", coder: .json, persistence: "pwrite",
+            name: "cask-json", coder: .json, persistence: "os",
             description: "the same with `options.objects.coder = .json` (the store makes a `JSONEncoder`/`JSONDecoder` per call)",
             runsGets: true, count: { $0 }, open: { try CaskObjectEngine(directory: $0, coder: .json) }),
         ObjectVariant(
