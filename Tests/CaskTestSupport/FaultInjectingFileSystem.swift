@@ -157,7 +157,9 @@ package final class FaultInjectingFileSystem: FileSystem, Sendable {
         self.mappedWrites = mappedWrites
     }
 
-    package var supportsMappedWrites: Bool { mappedWrites }
+    package func supportsMappedWrites(in directory: String) -> Bool {
+        mappedWrites && real.supportsMappedWrites(in: directory)
+    }
 
     package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) {
         _ = try gate(.allocate, fd: fd, offset: offset, length: Int(length))

@@ -125,6 +125,91 @@ final class ReservedSpaceTests: XCTestCase {
         try reopened.close()
     }
 
+    /// A seal whose next segment cannot be created leaves the writer in the segment it was sealing,
+    /// still writing through its mapping (which must still be writable), into space reserved again.
+    func testAFailedSealKeepsWritingThroughTheMapping() throws {
+        let dir = TemporaryDirectory("cask-reserved-seal")
+        defer { dir.remove() }
+        let fileSystem = FaultInjectingFileSystem(mappedWrites: true)
+        let store = try CaskStore.open(at: dir.path, options: options(fileSystem: fileSystem))
+        var model: [[UInt8]: [UInt8]] = [:]
+        for i in 0..<100 {
+            let key = Array("session/\(i)".utf8), value = Array("token \(i)".utf8)
+            try store.put(key, value)
+            model[key] = value
+        }
+        fileSystem.fail(.open, pathSuffix: SegmentName.segment(2), with: .noSpace)
+        XCTAssertThrowsError(try store.compact()) { error in
+            guard case .diskFull = error as? CaskError else { return XCTFail("\(error)") }
+        }
+        for i in 100..<200 {
+            let key = Array("session/\(i)".utf8), value = Array("token \(i)".utf8)
+            try store.put(key, value)
+            model[key] = value
+        }
+        XCTAssertEqual(try StoreFiles.segmentIDs(in: dir.path), [1])
+        try assertContents(store, model, "after the failed seal")
+        try store.compact()
+        try store.put("after-compaction", [1])
+        model[Array("after-compaction".utf8)] = [1]
+        try assertContents(store, model, "after the compaction")
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        try assertContents(reopened, model, "reopened")
+        try reopened.close()
+    }
+
+    /// A read-only open (or `verify`) beside a writer: the writer may give its reserved space back
+    /// (seal, close) while the reader scans the segment. The reader sees the file end there, with
+    /// every record and no damage.
+    func testAReaderSeesTheFileEndWhereTheWriterGaveItsSpaceBack() throws {
+        for check in ["open", "verify"] {
+            let dir = TemporaryDirectory("cask-reserved-reader")
+            defer { dir.remove() }
+            let writer = try CaskStore.open(at: dir.path, options: options())
+            var model: [[UInt8]: [UInt8]] = [:]
+            for i in 0..<500 {
+                let key = Array("search/\(i)".utf8), value = Array("query \(i)".utf8)
+                try writer.put(key, value)
+                model[key] = value
+            }
+            let segment = StoreFiles.segmentPath(dir.path, 1)
+            XCTAssertGreaterThan(try StoreFiles.fileSize(segment), try recordsEnd(segment))
+            // The reader stops in its first read of the segment after the header's.
+            let readerFileSystem = FaultInjectingFileSystem()
+            let gate = FaultInjectingFileSystem.Gate()
+            readerFileSystem.inject(.init(.pread, pathSuffix: SegmentName.segment(1), .after(1), .pause(gate)))
+            var readOnly = CaskStore.Options(durability: .os, readOnly: true)
+            readOnly.fileSystem = readerFileSystem
+            let outcome = Lock<Result<(Bool, [[UInt8]: [UInt8]]), CaskError>?>(nil)
+            let done = DispatchGroup()
+            let directory = dir.path, readerOptions = readOnly
+            DispatchQueue.global().async(group: done) {
+                let result = Result { () throws(CaskError) -> (Bool, [[UInt8]: [UInt8]]) in
+                    if check == "verify" {
+                        let report = try StoreVerifier(directory: directory, fileSystem: readerFileSystem).run(progress: nil)
+                        return (report.isClean, [:])
+                    }
+                    let store = try CaskStore.open(at: directory, options: readerOptions)
+                    defer { try? store.close() }
+                    var contents: [[UInt8]: [UInt8]] = [:]
+                    for key in try store.keys() { contents[key] = try store.get(key) }
+                    return (store.recoveryReport.isClean, contents)
+                }
+                outcome.withLock { $0 = result }
+            }
+            gate.waitUntilReached()
+            try writer.close()  // gives the reserved space back under the reader
+            XCTAssertEqual(try StoreFiles.fileSize(segment), try recordsEnd(segment), check)
+            gate.open()
+            done.wait()
+            let (clean, contents) = try XCTUnwrap(outcome.withLock { $0 }, check).get()
+            XCTAssertTrue(clean, check)
+            if check == "open" { XCTAssertEqual(contents, model, check) }
+        }
+    }
+
     /// Where the file system cannot reserve space (`fallocate` unsupported), the store writes with
     /// `pwrite` instead.
     func testWithoutReservationsWritesUsePwrite() throws {

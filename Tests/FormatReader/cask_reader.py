@@ -36,6 +36,8 @@ import time
 SEGMENT_MAGIC = b"CASKSEG\x00"
 HINT_MAGIC = b"CASKHNT\x00"
 SEGMENT_HEADER_LENGTH = 40
+# Zeros after the last record, up to this many, are space a writer reserved ("Reserved space").
+RESERVED_SPACE_LIMIT = 1 << 20
 HINT_HEADER_LENGTH = 48
 FORMAT_VERSION = 1
 
@@ -558,7 +560,7 @@ class Reader:
                         break
                     except Invalid:
                         pos += 1
-                if r is None and not any(data[damage_start:end]):
+                if r is None and end - damage_start <= RESERVED_SPACE_LIMIT and not any(data[damage_start:end]):
                     # Zeros to the end of a segment: space a writer reserved ("Reserved space").
                     # Not a record, not damage.
                     return

@@ -42,15 +42,18 @@ package protocol FileSystem: Sendable {
     /// Throws `.noSpace` when the disk is full, and `.notSupported` where the file system cannot
     /// reserve (nothing was changed then).
     func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno)
-    /// Whether the active segment may be written through a shared mapping (see ``StoreWriter``).
-    /// Only the real file system: the test file systems see and fault data writes as `pwrite`
-    /// calls, so they say no and the store writes with `pwrite`.
-    var supportsMappedWrites: Bool { get }
+    /// Whether the active segment of a store in `directory` may be written through a shared mapping
+    /// (see ``StoreWriter``). The real file system: where `fallocate` reserves blocks that later
+    /// stores into the mapping are sure to have (ext4, XFS, tmpfs), so that a full disk is an
+    /// error from `fallocate`, never SIGBUS from a store (a copy-on-write file system such as btrfs
+    /// can need new blocks for every write). The test file systems see and fault data writes as
+    /// `pwrite` calls, so they say no and the store writes with `pwrite`.
+    func supportsMappedWrites(in directory: String) -> Bool
 }
 
 extension FileSystem {
     package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) { throw Errno.notSupported }
-    package var supportsMappedWrites: Bool { false }
+    package func supportsMappedWrites(in directory: String) -> Bool { false }
 }
 
 /// The real file system.
@@ -136,7 +139,10 @@ package struct PosixFileSystem: FileSystem {
         _ = try retryingInterrupts { cask_fallocate(fd, offset, length) }
     }
 
-    package var supportsMappedWrites: Bool { true }
+    package func supportsMappedWrites(in directory: String) -> Bool {
+        // ext4 (and ext2/3), XFS, tmpfs.
+        [0xEF53, 0x5846_5342, 0x0102_1994].contains(cask_file_system_type(directory))
+    }
 
     /// Runs a libc call, retrying while it fails with `EINTR`; throws any other failure.
     private func retryingInterrupts<R: BinaryInteger>(_ call: () -> R) throws(Errno) -> R {

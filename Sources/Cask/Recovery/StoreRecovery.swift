@@ -286,6 +286,13 @@ package struct StoreRecovery {
                         into: &result, stats: &stats, batch: &batch, pending: nil)
             },
             onCorrupt: { corrupt.append($0) })
+        // A read-only open beside a live writer: the file may have shrunk while it was scanned (the
+        // writer gave back its reserved space). It ends where the scan found its end.
+        if scanner.fileLength < length {
+            length = scanner.fileLength
+            file.writtenLength.store(length, ordering: .relaxed)
+            stats.fileBytes = length
+        }
 
         // Zero bytes from a record boundary to the end of the file are space the writer reserved
         // ahead of its writes (FORMAT.md, "Reserved space"), left by a crash or by a writer still

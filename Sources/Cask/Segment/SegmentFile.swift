@@ -93,7 +93,10 @@ package final class SegmentFile: @unchecked Sendable {
     package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
         precondition(isWritable && offset >= 0 && Int(offset) + bytes.count <= mappedLength, "a mapped write stays inside the writable mapping")
         guard let source = bytes.baseAddress, let mapping else { return }
-        UnsafeMutableRawPointer(mutating: mapping + Int(offset)).copyMemory(from: source, byteCount: bytes.count)
+        // Front to back: a process killed meanwhile leaves a prefix of the records, as a `pwrite`
+        // would (`memcpy` may store a later record before an earlier one; recovery would then find
+        // a gap followed by a valid record: damage, not a torn tail).
+        cask_copy_in_order(UnsafeMutableRawPointer(mutating: mapping + Int(offset)), source, UInt(bytes.count))
     }
 
     /// Ends the writer's stores through the mapping: it becomes read-only (sealed segments are

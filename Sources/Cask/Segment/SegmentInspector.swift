@@ -65,16 +65,23 @@ package struct SegmentInspector {
         }
 
         var scanner = SegmentScanner(fd: fd, path: path, fileLength: length, fileSystem: fileSystem)
-        var tail: SegmentScanner.CorruptRange?
+        // A damaged range is reported once the next record shows it does not reach the end of the
+        // file (which can come sooner than `length`: a live writer may give back reserved space).
+        var held: SegmentScanner.CorruptRange?
         _ = try scanner.scan(
             from: min(Int64(SegmentHeader.length), length),
-            onRecord: onRecord,
+            onRecord: { offset, header, bytes in
+                if let range = held { problem(.record, range.offset, range.length, range.reason) }
+                held = nil
+                onRecord(offset, header, bytes)
+            },
             onCorrupt: { range in
-                // Only the last range can reach the end of the file: judged below.
-                if range.offset + range.length == length { tail = range } else { problem(.record, range.offset, range.length, range.reason) }
+                if let range = held { problem(.record, range.offset, range.length, range.reason) }
+                held = range
             })
-        // Zero bytes to the end are space a writer reserved, not damage.
-        if let tail, try !SegmentScanner.isReservedSpace(fd: fd, path: path, from: tail.offset, to: length, fileSystem: fileSystem) {
+        // The last range reaches the end of the file. Zero bytes there are space a writer reserved.
+        let end = scanner.fileLength
+        if let tail = held, try !SegmentScanner.isReservedSpace(fd: fd, path: path, from: tail.offset, to: end, fileSystem: fileSystem) {
             problem(isLast ? .tornTail : .record, tail.offset, tail.length, tail.reason)
         }
         return true

@@ -14,7 +14,9 @@ package struct SegmentScanner: ~Copyable {
     private let fd: Int32
     private let path: String
     private let fileSystem: any FileSystem
-    private let fileLength: Int64
+    /// The file's length: as given, or where the file turned out to end, when it shrank while it
+    /// was scanned (a writer gave its reserved space back, see ``isReservedSpace(fd:path:from:to:fileSystem:)``).
+    package private(set) var fileLength: Int64
     private var window = ByteBuffer(capacity: 1 << 20)
     private var windowStart: Int64 = 0
     private static let windowSize = 1 << 20
@@ -56,11 +58,14 @@ package struct SegmentScanner: ~Copyable {
     }
 
     /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
-    /// reserved ahead of its writes (FORMAT.md, "Reserved space"): all zero. Reads them in 64 KiB
-    /// pieces (a writer reserves at most ``StoreWriter/reservationStep`` ahead).
+    /// reserved ahead of its writes (FORMAT.md, "Reserved space"): at most
+    /// ``StoreWriter/reservationStep`` bytes, all zero (up to where the file ends, if it shrank
+    /// meanwhile). Reads them in 64 KiB pieces.
     package static func isReservedSpace(
         fd: Int32, path: String, from start: Int64, to end: Int64, fileSystem: any FileSystem
     ) throws(CaskError) -> Bool {
+        // More zeros than a writer ever reserves ahead are lost records (a power cut), not space.
+        guard end - start <= StoreWriter.reservationStep else { return false }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var position = start
         while position < end {
@@ -75,7 +80,9 @@ package struct SegmentScanner: ~Copyable {
                 }
             }
             if let failure { throw CaskError.io(operation: "pread", path: path, errno: failure) }
-            guard read == count, buffer[0..<count].allSatisfy({ $0 == 0 }) else { return false }
+            guard buffer[0..<read].allSatisfy({ $0 == 0 }) else { return false }
+            // A short read: the file ends sooner (its writer gave the space back meanwhile).
+            if read < count { return true }
             position += Int64(count)
         }
         return true
@@ -117,7 +124,10 @@ package struct SegmentScanner: ~Copyable {
             window.count = read
             windowStart = offset
             if read < length {
-                throw CaskError.io(operation: "pread (file shrank while scanned)", path: path, errno: .ioError)
+                // The file shrank since its length was taken: a writer that has the store open gave
+                // back the space it had reserved (a read-only scan of a live store). It ends here.
+                fileLength = offset + Int64(read)
+                return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<min(read, count)]) }
             }
         }
         let start = Int(offset - windowStart)

@@ -178,6 +178,9 @@ extension CaskStore {
     func rotate(_ w: inout StoreWriter, followUp: Bool = true) throws(CaskError) {
         try w.flush(bufferLimit: options.bufferSize)
         let sealed = w.active
+        // The sealed segment ends at its last record before the next one exists (and, in `.fsync`
+        // mode, before its sync): only the newest segment can have reserved space left after a crash.
+        try w.releaseReservation()
         if options.durability == .fsync {
             do { try fileSystem.fdatasync(sealed.fd) } catch {
                 let failure = CaskError.syncFailed(path: sealed.path, errno: error)
@@ -185,13 +188,11 @@ extension CaskStore {
                 throw failure
             }
         }
-        // The sealed segment ends at its last record before the next one exists: only the newest
-        // segment can have reserved space left after a crash.
-        try w.releaseReservation()
-        sealed.endMappedWrites()
         let next = try StoreWriter.createSegment(
             id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem,
-            mapLength: options.segmentMapLength, writable: options.writesThroughMapping)
+            mapLength: options.segmentMapLength, writable: writesThroughMapping)
+        // Only now: if the next segment could not be created, the writer goes on in this one.
+        sealed.endMappedWrites()
         w.nextSegmentID += 1
         if options.durability != .fsync { w.unsyncedSealed.append(sealed) }
         w.start(next, length: next.writtenLength.load(ordering: .relaxed))

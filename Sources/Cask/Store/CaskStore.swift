@@ -23,6 +23,8 @@ public final class CaskStore: Sendable {
     public let recoveryReport: RecoveryReport
 
     let fileSystem: any FileSystem
+    /// Whether the writer stores records through the active segment's mapping (decided at open).
+    let writesThroughMapping: Bool
     let lock: StoreLock?
     let state: ReadWriteLock<SharedState>
     /// Nil for a read-only store.
@@ -111,10 +113,11 @@ public final class CaskStore: Sendable {
         } else {
             lock = nil
         }
+        writesThroughMapping = options.writesThroughMapping(in: directory)
 
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
-            mapReads: options.memoryMappedReads, mapWrites: options.writesThroughMapping
+            mapReads: options.memoryMappedReads, mapWrites: writesThroughMapping
         ).run()
         recoveryReport = recovered.report
 
@@ -127,7 +130,7 @@ public final class CaskStore: Sendable {
             } else {
                 active = try StoreWriter.createSegment(
                     id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
-                    mapLength: options.segmentMapLength, writable: options.writesThroughMapping)
+                    mapLength: options.segmentMapLength, writable: writesThroughMapping)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)

@@ -22,7 +22,8 @@ extension CaskStore {
         /// Serve reads from shared memory mappings of the segment files (no syscall per read)
         /// instead of `pread`; and in `.os` and `.fsync` modes, store new records through the
         /// active segment's mapping, into space reserved ahead with `fallocate` (no syscall per
-        /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``). Default
+        /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``; on ext4,
+        /// XFS and tmpfs, where a reservation is sure to hold, else with `pwrite`). Default
         /// true. The trade-off: with a mapping, a disk I/O error or a segment truncated by another
         /// program while the store is open raises SIGBUS instead of throwing
         /// ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
@@ -46,10 +47,11 @@ extension CaskStore {
         var segmentMapLength: Int { memoryMappedReads ? Int(maxSegmentSize) : 0 }
 
         /// Whether the writer stores records through the active segment's mapping
-        /// (``StoreWriter/flush(bufferLimit:)``): with mapped reads, on a file system that allows it,
+        /// (``StoreWriter/flush(bufferLimit:)``): with mapped reads, on a file system that allows it
+        /// (``FileSystem/supportsMappedWrites(in:)``),
         /// outside `.buffered` (whose flushes are large: there a `pwrite` measured as fast).
-        var writesThroughMapping: Bool {
-            memoryMappedReads && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites
+        func writesThroughMapping(in directory: String) -> Bool {
+            memoryMappedReads && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites(in: directory)
         }
 
         public init(durability: Durability, readOnly: Bool = false) {

@@ -106,6 +106,8 @@ package struct StoreWriter: ~Copyable {
                 writesThroughMapping = false
                 return
             }
+            // A reservation that ran out of space part way may still have lengthened the file.
+            try? fileSystem.ftruncate(active.fd, length: max(reserved, flushed))
             throw CaskError.from(error, operation: "fallocate", path: active.path)
         }
         reserved = target
