@@ -360,30 +360,40 @@ final class CorruptionTests: XCTestCase {
 
     // MARK: Gets past another key's entry
 
-    /// A get reads the record at the first index entry whose 7-bit hash tag matches and checks the
-    /// key in that record; when the entry is another key's, it looks the key up exactly. The value
-    /// is right either way, and damage in the other key's record is that key's problem only.
-    func testGetFindsItsKeyPastAnotherKeysEntryWithTheSameTag() throws {
-        let dir = TemporaryDirectory("cask-tag-collision")
-        defer { dir.remove() }
-        let store = try CaskStore.open(at: dir.path, options: CaskStore.Options(durability: .os))
-        var rng = SeededGenerator(seed: 0x7A6)
+    /// A store of 30,000 small keys (enough for a few hundred tag collisions), and its contents.
+    private func makeTagCollisionStore(at path: String, seed: UInt64) throws -> (CaskStore, [[UInt8]: [UInt8]]) {
+        let store = try CaskStore.open(at: path, options: CaskStore.Options(durability: .os))
+        var rng = SeededGenerator(seed: seed)
         var model: [[UInt8]: [UInt8]] = [:]
         for i in 0..<30_000 {
             let key = Array("k-\(i)".utf8), value = rng.bytes(Int.random(in: 20...60, using: &rng))
             try store.put(key, value)
             model[key] = value
         }
-        // Keys whose probe path meets another key's entry with the same tag first, and the key
-        // that entry belongs to.
-        let detours: [(key: [UInt8], decoy: RecordLocation)] = store.state.read { shared in
-            model.keys.compactMap { key in
+        return (store, model)
+    }
+
+    /// Keys whose probe path meets another key's entry with the same tag first, and where that
+    /// entry points (the decoy).
+    private func detours(in store: CaskStore, keys: some Collection<[UInt8]>) -> [(key: [UInt8], decoy: RecordLocation)] {
+        store.state.read { shared in
+            keys.compactMap { key in
                 key.withUnsafeBytes { raw in
                     guard let probable = shared.index.probableLocation(raw), probable != shared.index.lookup(raw) else { return nil }
                     return (key, probable)
                 }
             }
         }
+    }
+
+    /// A get reads the record at the first index entry whose 7-bit hash tag matches and checks the
+    /// key in that record; when the entry is another key's, it looks the key up exactly. The value
+    /// is right either way, and damage in the other key's record is that key's problem only.
+    func testGetFindsItsKeyPastAnotherKeysEntryWithTheSameTag() throws {
+        let dir = TemporaryDirectory("cask-tag-collision")
+        defer { dir.remove() }
+        let (store, model) = try makeTagCollisionStore(at: dir.path, seed: 0x7A6)
+        let detours = self.detours(in: store, keys: model.keys)
         XCTAssertGreaterThan(detours.count, 20, "too few tag collisions to test the detour")
         XCTAssertLessThan(detours.count, model.count / 50)
         for (key, value) in model { XCTAssertEqual(try store.get(key), value) }
@@ -411,22 +421,11 @@ final class CorruptionTests: XCTestCase {
     func testGetFindsItsKeyPastAnotherKeysEntryWhoseSegmentIsGone() throws {
         let dir = TemporaryDirectory("cask-tag-collision")
         defer { dir.remove() }
-        let store = try CaskStore.open(at: dir.path, options: CaskStore.Options(durability: .os))
-        var rng = SeededGenerator(seed: 0x7A7)
-        var model: [[UInt8]: [UInt8]] = [:]
-        for i in 0..<30_000 {
-            let key = Array("k-\(i)".utf8), value = rng.bytes(Int.random(in: 20...60, using: &rng))
-            try store.put(key, value)
-            model[key] = value
-        }
+        let (store, contents) = try makeTagCollisionStore(at: dir.path, seed: 0x7A7)
+        var model = contents
         // Each decoy's owner points at a segment that does not exist.
+        let decoys = Set(detours(in: store, keys: model.keys).map(\.decoy))
         let owners: [[UInt8]] = store.state.write { shared in
-            let decoys: Set<RecordLocation> = Set(model.keys.compactMap { key in
-                key.withUnsafeBytes { raw in
-                    guard let probable = shared.index.probableLocation(raw), probable != shared.index.lookup(raw) else { return nil }
-                    return probable
-                }
-            })
             let owners = model.keys.filter { key in key.withUnsafeBytes { decoys.contains(shared.index.lookup($0)!) } }
             for owner in owners {
                 owner.withUnsafeBytes { raw in

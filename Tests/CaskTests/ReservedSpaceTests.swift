@@ -28,6 +28,14 @@ final class ReservedSpaceTests: XCTestCase {
         }
     }
 
+    /// Reopened on the real file system, the store at `path` reports nothing and reads `model`.
+    private func assertReopensClean(_ path: String, _ model: [[UInt8]: [UInt8]], line: UInt = #line) throws {
+        let reopened = try CaskStore.open(at: path, options: options())
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)", line: line)
+        try assertContents(reopened, model, "reopened", line: line)
+        try reopened.close()
+    }
+
     func testWritesGoThroughTheMappingAndTheReservedTailIsGivenBack() throws {
         for durability in [Durability.os, .fsync] {
             let dir = TemporaryDirectory("cask-reserved")
@@ -119,10 +127,7 @@ final class ReservedSpaceTests: XCTestCase {
         XCTAssertEqual(model.count, 39_999)
         try assertContents(store, model, "after the full disk")
         try store.close()
-        let reopened = try CaskStore.open(at: dir.path, options: options())
-        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        try assertContents(reopened, model, "reopened")
-        try reopened.close()
+        try assertReopensClean(dir.path, model)
     }
 
     /// A seal whose next segment cannot be created leaves the writer in the segment it was sealing,
@@ -154,10 +159,7 @@ final class ReservedSpaceTests: XCTestCase {
         model[Array("after-compaction".utf8)] = [1]
         try assertContents(store, model, "after the compaction")
         try store.close()
-        let reopened = try CaskStore.open(at: dir.path, options: options())
-        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        try assertContents(reopened, model, "reopened")
-        try reopened.close()
+        try assertReopensClean(dir.path, model)
     }
 
     /// A read-only open (or `verify`) beside a writer: the writer may give its reserved space back
@@ -228,9 +230,6 @@ final class ReservedSpaceTests: XCTestCase {
         XCTAssertEqual(fileSystem.count(.allocate), 1, "one refusal turns reservations off for the segment")
         try assertContents(store, model, "pwrite")
         try store.close()
-        let reopened = try CaskStore.open(at: dir.path, options: options())
-        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        try assertContents(reopened, model, "reopened")
-        try reopened.close()
+        try assertReopensClean(dir.path, model)
     }
 }

@@ -286,13 +286,20 @@ package struct StoreRecovery {
                         into: &result, stats: &stats, batch: &batch, pending: nil)
             },
             onCorrupt: { corrupt.append($0) })
+        /// From here on the segment ends at `newLength`; `cutting` truncates the file there too.
+        func end(at newLength: Int64, cutting: Bool) throws(CaskError) {
+            if cutting {
+                do { try fileSystem.ftruncate(fd, length: newLength) } catch {
+                    throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
+                }
+            }
+            length = newLength
+            file.writtenLength.store(newLength, ordering: .relaxed)
+            stats.fileBytes = newLength
+        }
         // A read-only open beside a live writer: the file may have shrunk while it was scanned (the
         // writer gave back its reserved space). It ends where the scan found its end.
-        if scanner.fileLength < length {
-            length = scanner.fileLength
-            file.writtenLength.store(length, ordering: .relaxed)
-            stats.fileBytes = length
-        }
+        if scanner.fileLength < length { try end(at: scanner.fileLength, cutting: false) }
 
         // Zero bytes from a record boundary to the end of the file are space the writer reserved
         // ahead of its writes (FORMAT.md, "Reserved space"), left by a crash or by a writer still
@@ -300,25 +307,13 @@ package struct StoreRecovery {
         if let tail = corrupt.last, tail.offset + tail.length == length,
            try SegmentScanner.isReservedSpace(fd: fd, path: segmentPath, from: tail.offset, to: length, fileSystem: fileSystem) {
             corrupt.removeLast()
-            if keepOpenForWriting {
-                do { try fileSystem.ftruncate(fd, length: tail.offset) } catch {
-                    throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
-                }
-            }
-            length = tail.offset
-            file.writtenLength.store(length, ordering: .relaxed)
-            stats.fileBytes = length
+            try end(at: tail.offset, cutting: keepOpenForWriting)
         }
         // A damaged tail of the last segment is a torn write: cut it.
         if keepOpenForWriting, let tail = corrupt.last, tail.offset + tail.length == length {
             corrupt.removeLast()
-            do { try fileSystem.ftruncate(fd, length: tail.offset) } catch {
-                throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
-            }
+            try end(at: tail.offset, cutting: true)
             result.report.truncations.append(.init(file: segmentPath, offset: tail.offset, bytesRemoved: tail.length, reason: tail.reason))
-            length = tail.offset
-            file.writtenLength.store(length, ordering: .relaxed)
-            stats.fileBytes = length
         }
         // An atomic batch whose commit record never reached the disk is never applied. At the end of
         // the last segment (the writer died mid-batch) a writable open cuts it off, so that nothing
@@ -327,13 +322,8 @@ package struct StoreRecovery {
             let pendingBytes = batch.pending.reduce(Int64(0)) { $0 + Int64($1.location.length) }
             let reason = "\(batch.pending.count) records of a batch without its commit record"
             if keepOpenForWriting && corrupt.isEmpty && Int64(start) + pendingBytes == length {
-                do { try fileSystem.ftruncate(fd, length: Int64(start)) } catch {
-                    throw CaskError.from(error, operation: "ftruncate", path: segmentPath)
-                }
+                try end(at: Int64(start), cutting: true)
                 result.report.truncations.append(.init(file: segmentPath, offset: Int64(start), bytesRemoved: pendingBytes, reason: reason))
-                length = Int64(start)
-                file.writtenLength.store(length, ordering: .relaxed)
-                stats.fileBytes = length
                 stats.records -= batch.pending.count
             } else {
                 corrupt.append(.init(offset: Int64(start), length: pendingBytes, reason: reason))

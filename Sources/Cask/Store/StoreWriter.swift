@@ -66,26 +66,23 @@ package struct StoreWriter: ~Copyable {
         let fd = active.fd
         let at = flushed
         let needed = at + Int64(buffer.count)
-        if writesThroughMapping && needed <= Int64(active.mappedLength) {
-            if needed > reserved { try reserve(upTo: needed) }
-            // Reservations the file system cannot make turn mapped writes off for this segment.
-            if writesThroughMapping {
-                let file = active
-                buffer.withUnsafeBytes { file.write($0, at: at) }
-                flushed = end
-                active.writtenLength.store(flushed, ordering: .releasing)
-                buffer.reset(shrinkingTo: max(bufferLimit * 2, 64 << 10))
-                return
-            }
+        if writesThroughMapping && needed <= Int64(active.mappedLength) && needed > reserved {
+            // A reservation the file system cannot make turns mapped writes off for this segment.
+            try reserve(upTo: needed)
         }
-        do throws(Errno) {
-            try buffer.withUnsafeBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: at) }
-        } catch {
-            do { try fileSystem.ftruncate(fd, length: at) } catch let truncateError {
-                failure = CaskError.io(operation: "ftruncate (rolling back a failed write)", path: active.path, errno: truncateError)
+        if writesThroughMapping && needed <= Int64(active.mappedLength) {
+            let file = active
+            buffer.withUnsafeBytes { file.write($0, at: at) }
+        } else {
+            do throws(Errno) {
+                try buffer.withUnsafeBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: at) }
+            } catch {
+                do { try fileSystem.ftruncate(fd, length: at) } catch let truncateError {
+                    failure = CaskError.io(operation: "ftruncate (rolling back a failed write)", path: active.path, errno: truncateError)
+                }
+                reserved = 0  // the cut took any reserved space with it
+                throw CaskError.from(error, operation: "pwrite", path: active.path)
             }
-            reserved = 0  // the cut took any reserved space with it
-            throw CaskError.from(error, operation: "pwrite", path: active.path)
         }
         flushed = end
         active.writtenLength.store(flushed, ordering: .releasing)
