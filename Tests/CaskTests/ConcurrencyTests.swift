@@ -236,6 +236,7 @@ final class ConcurrencyTests: XCTestCase {
         let syncs = fileSystem.count(.fdatasync)
         print("group commit: \(puts) puts, \(syncs) fdatasyncs (including rotations and hints)")
         XCTAssertLessThan(syncs, puts, "writers did not share fdatasyncs")
+        assertGroupCommitIsIdle(store)
         try store.close()
 
         let reopened = try CaskStore.open(at: dir.path)
@@ -247,6 +248,84 @@ final class ConcurrencyTests: XCTestCase {
             }
         }
         try reopened.close()
+    }
+
+    /// Group commit counts the writers on their way to a sync, so that a leader can wait for them:
+    /// every kind of write must leave the count as it found it — puts and batches that are synced,
+    /// deletes of missing keys (nothing written), puts that fail under the writer mutex (a full
+    /// disk), and writers whose sync fails — or every later sync would wait for writers that never
+    /// come.
+    func testGroupCommitCountsEveryWriterOut() throws {
+        let dir = TemporaryDirectory("cask-group-commit-count")
+        defer { dir.remove() }
+        let fileSystem = FaultInjectingFileSystem()
+        fileSystem.inject(.init(.fdatasync, .after(0), .delay(microseconds: 500)))
+        var options = CaskStore.Options(durability: .fsync)
+        options.maxSegmentSize = 16 << 10
+        options.fileSystem = fileSystem
+        let store = try CaskStore.open(at: dir.path, options: options)
+        let problems = Problems()
+        runThreads(6) { writer in
+            for n in 0..<40 {
+                do {
+                    switch n % 4 {
+                    case 0, 1: try store.put("w\(writer)-\(n)", [UInt8](repeating: UInt8(n), count: 100))
+                    case 2: if try store.delete("missing-\(writer)-\(n)") { problems.add("deleted a missing key") }
+                    default:
+                        var batch = WriteBatch()
+                        batch.put("b\(writer)-\(n)", [1, 2, 3])
+                        batch.delete("w\(writer)-\(n - 3)")
+                        try store.write(batch)
+                    }
+                } catch {
+                    problems.add("writer \(writer): \(error)")
+                }
+            }
+        }
+        problems.assertNone()
+        assertGroupCommitIsIdle(store, "after puts, deletes of missing keys and batches")
+
+        // Puts that fail under the writer mutex: a full disk (the fault-injecting file system has
+        // no mapped writes, so every put is a pwrite).
+        fileSystem.inject(.init(.pwrite, pathSuffix: ".cask", .after(0), .fail(.noSpace)))
+        runThreads(4) { writer in
+            for n in 0..<10 {
+                do {
+                    try store.put("full-\(writer)-\(n)", [9, 9])
+                    problems.add("writer \(writer): a put on a full disk was acknowledged")
+                } catch CaskError.diskFull {
+                } catch {
+                    problems.add("writer \(writer): \(error), not diskFull")
+                }
+            }
+        }
+        problems.assertNone()
+        assertGroupCommitIsIdle(store, "after puts that failed on a full disk")
+
+        // Writers whose sync fails: each put fails with the sync's error.
+        fileSystem.removeAllRules()
+        fileSystem.inject(.init(.fdatasync, .after(0), .fail(.ioError)))
+        runThreads(4) { writer in
+            for n in 0..<5 {
+                do {
+                    try store.put("lost-\(writer)-\(n)", [7])
+                    problems.add("writer \(writer): a put whose sync failed was acknowledged")
+                } catch {
+                    if case .syncFailed = error as? CaskError {} else { problems.add("writer \(writer): \(error), not syncFailed") }
+                }
+            }
+        }
+        problems.assertNone()
+        assertGroupCommitIsIdle(store, "after failed syncs")
+        fileSystem.removeAllRules()
+        _ = try? store.close()
+    }
+
+    /// No writer counted as on its way to a sync, none waiting for one.
+    private func assertGroupCommitIsIdle(_ store: CaskStore, _ context: String = "", file: StaticString = #filePath, line: UInt = #line) {
+        let (arriving, waiting) = store.syncState.withLock { sync, _ in (sync.arriving, sync.waiting.count) }
+        XCTAssertEqual(arriving, 0, "writers still counted as arriving \(context)", file: file, line: line)
+        XCTAssertEqual(waiting, 0, "writers still counted as waiting \(context)", file: file, line: line)
     }
 
     /// `sync()` and `close()` race with readers and writers: every call either works or throws

@@ -9,7 +9,8 @@ import Synchronization
 /// 2. Writes are serialized by one writer mutex, in the order they acquire it; each write gets the
 ///    next sequence number, which decides "newest" everywhere (recovery, compaction).
 /// 3. In `.fsync` mode a write waits for durability *outside* the writer mutex, so concurrent writers
-///    share one `fdatasync` (group commit).
+///    share one `fdatasync` (group commit). The writer that leads a sync first waits, at most half
+///    as long as the last sync took, for writers on their way, so that one sync covers them all.
 /// 4. One process writes a store at a time (an advisory `flock` on `DIR/LOCK`); read-only opens take
 ///    no lock and see the store as it was when they opened.
 ///
@@ -66,6 +67,19 @@ public final class CaskStore: Sendable {
         var synced = SyncPosition(segmentID: 0, offset: 0)
         var syncing = false
         var failure: CaskError?
+        /// `.fsync` writers that have begun a write and not yet begun waiting for its sync.
+        var arriving = 0
+        /// The position each waiting `.fsync` writer needs synced, until it leaves: one whose position
+        /// is synced already has been woken and is on its way out (and likely back with a next write).
+        var waiting: [SyncPosition] = []
+        /// How long the last sync took: a leader gathers arriving writers for at most half of it.
+        var lastSyncNanoseconds: UInt64 = 0
+
+        /// Whether writers are on their way to the next sync: some have begun a write, or were
+        /// covered by the last sync and have not left yet (likely back with a next write).
+        var writersOnTheirWay: Bool {
+            arriving > 0 || waiting.contains { $0 <= synced }
+        }
     }
 
     // MARK: Opening and closing

@@ -83,7 +83,7 @@ extension CaskStore {
         let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.length)
         guard worstCase <= segmentLimit else { throw CaskError.valueTooLarge(length: Int(worstCase), limit: Int(segmentLimit)) }
         let durability = options.durability
-        let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
+        _ = try appendDurably { () throws(CaskError) -> SyncPosition? in try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
             if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
                 try rotate(&w)
@@ -167,7 +167,6 @@ extension CaskStore {
                 }
             }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
-        }
-        if durability == .fsync { try waitUntilDurable(target, force: false) }
+        } }
     }
 }
