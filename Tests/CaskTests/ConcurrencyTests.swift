@@ -302,30 +302,35 @@ final class ConcurrencyTests: XCTestCase {
         problems.assertNone()
         assertGroupCommitIsIdle(store, "after puts that failed on a full disk")
 
-        // Writers whose sync fails: each put fails with the sync's error.
+        // Writers whose sync fails. The first sync is slow, so that writers gather behind it; the
+        // next one fails, with them waiting for it; from then on every put fails with its error.
         fileSystem.removeAllRules()
-        fileSystem.inject(.init(.fdatasync, .after(0), .fail(.ioError)))
+        fileSystem.inject(.init(.fdatasync, .nth(1), .delay(microseconds: 20_000)))
+        fileSystem.inject(.init(.fdatasync, .after(1), .fail(.ioError)))
+        let failed = Mutex(0)
         runThreads(4) { writer in
             for n in 0..<5 {
                 do {
                     try store.put("lost-\(writer)-\(n)", [7])
-                    problems.add("writer \(writer): a put whose sync failed was acknowledged")
                 } catch {
+                    failed.withLock { $0 += 1 }
                     if case .syncFailed = error as? CaskError {} else { problems.add("writer \(writer): \(error), not syncFailed") }
                 }
             }
         }
         problems.assertNone()
+        XCTAssertGreaterThan(failed.withLock { $0 }, 0, "no put saw the failed sync")
         assertGroupCommitIsIdle(store, "after failed syncs")
         fileSystem.removeAllRules()
         _ = try? store.close()
     }
 
-    /// No writer counted as on its way to a sync, none waiting for one.
+    /// No writer counted as on its way to a sync, none waiting for one, no sync running.
     private func assertGroupCommitIsIdle(_ store: CaskStore, _ context: String = "", file: StaticString = #filePath, line: UInt = #line) {
-        let (arriving, waiting) = store.syncState.withLock { sync, _ in (sync.arriving, sync.waiting.count) }
+        let (arriving, waiting, syncing) = store.syncState.withLock { sync, _ in (sync.arriving, sync.waiting.count, sync.syncing) }
         XCTAssertEqual(arriving, 0, "writers still counted as arriving \(context)", file: file, line: line)
         XCTAssertEqual(waiting, 0, "writers still counted as waiting \(context)", file: file, line: line)
+        XCTAssertFalse(syncing, "a sync still marked as running \(context)", file: file, line: line)
     }
 
     /// `sync()` and `close()` race with readers and writers: every call either works or throws
@@ -404,6 +409,7 @@ final class ConcurrencyTests: XCTestCase {
                 }
             }
             problems.assertNone("\(durability)")
+            assertGroupCommitIsIdle(store, "after writers raced close (\(durability))")
 
             XCTAssertThrowsError(try store.get(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed) }
             XCTAssertThrowsError(try store.put(Self.key(0), [1])) { XCTAssertEqual($0 as? CaskError, .closed) }

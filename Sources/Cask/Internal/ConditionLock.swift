@@ -71,7 +71,7 @@ package final class ConditionLock<Value>: @unchecked Sendable {
         /// Waits on the single-waiter condition until `signal()`, `deadline` (``monotonicNanoseconds()``)
         /// or a spurious wake-up. One thread at a time may wait here.
         package func waitForSignal(untilNanoseconds deadline: UInt64) {
-            var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+            var time = timespec(tv_sec: time_t(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
             pthread_cond_timedwait(singleCondition, mutex, &time)
         }
 

@@ -226,7 +226,10 @@ extension CaskStore {
     /// From now on writes, syncs and close fail with `failure`.
     static func noteSyncFailure(_ failure: CaskError, writer: Lock<StoreWriter>?, syncState: ConditionLock<SyncState>) {
         writer?.withLock { w in if w.failure == nil { w.failure = failure } }
-        syncState.withLock { sync, _ in if sync.failure == nil { sync.failure = failure } }
+        syncState.withLock { sync, waiter in
+            if sync.failure == nil { sync.failure = failure }
+            waiter.signal()  // a leader gathering writers need not wait any longer
+        }
     }
 
     // MARK: Group commit
@@ -262,7 +265,10 @@ extension CaskStore {
     /// (for `sync()` in modes whose writes do not track durability). `arriving`: the caller was
     /// counted as arriving (``appendDurably(_:)``) and now waits as a writer.
     func waitUntilDurable(_ target: SyncPosition, force: Bool, arriving: Bool = false) throws(CaskError) {
-        guard let writer else { return }
+        guard let writer else {
+            assert(!arriving, "only a writable store counts writers in")
+            return
+        }
         var needsOwnSync = force, arriving = arriving
         var registered = false
         /// The writer stops waiting (a leader gathering writers may be waiting for that).
@@ -302,14 +308,13 @@ extension CaskStore {
             case .failed(let failure): throw failure
             case .lead: break
             }
-            let start = ConditionLock<SyncState>.monotonicNanoseconds()
             let result = syncEverythingWritten(writer)
-            let duration = ConditionLock<SyncState>.monotonicNanoseconds() - start
             syncState.withLock { sync, waiter in
                 sync.syncing = false
-                sync.lastSyncNanoseconds = duration
                 switch result {
-                case .success(let position): if sync.synced < position { sync.synced = position }
+                case .success(let (position, duration)):
+                    if sync.synced < position { sync.synced = position }
+                    sync.lastSyncNanoseconds = duration
                 case .failure(let failure):
                     sync.failure = failure
                     leave(&sync, waiter)
@@ -327,7 +332,7 @@ extension CaskStore {
 
     /// Wakes the leader gathering writers once the last of them has arrived (or left). Only then:
     /// each wake-up costs the leader a context switch.
-    static func wakeGatheringLeader(_ sync: SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
+    static func wakeGatheringLeader(_ sync: borrowing SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
         if sync.syncing && !sync.writersOnTheirWay { waiter.signal() }
     }
 
@@ -340,7 +345,7 @@ extension CaskStore {
     static func gatherArrivingWriters(_ sync: inout SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
         guard sync.writersOnTheirWay else { return }
         let deadline = ConditionLock<SyncState>.monotonicNanoseconds() + min(sync.lastSyncNanoseconds / 2, 1_000_000)
-        while sync.writersOnTheirWay && ConditionLock<SyncState>.monotonicNanoseconds() < deadline {
+        while sync.writersOnTheirWay && sync.failure == nil && ConditionLock<SyncState>.monotonicNanoseconds() < deadline {
             waiter.waitForSignal(untilNanoseconds: deadline)
         }
     }
@@ -350,8 +355,9 @@ extension CaskStore {
         case failed(CaskError)
     }
 
-    /// The group-commit leader's work: `fdatasync` every segment with unsynced writes.
-    private func syncEverythingWritten(_ writer: Lock<StoreWriter>) -> Result<SyncPosition, CaskError> {
+    /// The group-commit leader's work: `fdatasync` every segment with unsynced writes. Returns the
+    /// position synced and how long the `fdatasync`s took.
+    private func syncEverythingWritten(_ writer: Lock<StoreWriter>) -> Result<(SyncPosition, UInt64), CaskError> {
         let (active, position, sealed, failure) = writer.withLock { w in
             let sealed = w.unsyncedSealed
             w.unsyncedSealed.removeAll()
@@ -360,12 +366,13 @@ extension CaskStore {
         // After a failed sync (say, sealing a segment) a new one may succeed although the failed one
         // dropped data written before it: never report durability past a failure.
         if let failure { return .failure(failure) }
+        let start = ConditionLock<SyncState>.monotonicNanoseconds()
         for file in sealed + [active] {
             do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
                 return .failure(CaskError.syncFailed(path: file.path, errno: error))
             }
         }
-        return .success(position)
+        return .success((position, ConditionLock<SyncState>.monotonicNanoseconds() - start))
     }
 
     // MARK: Buffered mode
