@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "Cask", targets: ["Cask"]),
         .executable(name: "cask", targets: ["cask"]),
+        // For the benchmarks and the tests only: replaces the process's malloc to count allocations
+        // per thread. Never link it into an application.
+        .library(name: "CaskAllocationCounter", targets: ["CAllocationCounter"]),
     ],
     targets: [
         // The system LZ4 library (Debian: liblz4-dev). The only C dependency of the store.
@@ -22,9 +25,11 @@ let package = Package(
         // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
         .executableTarget(name: "cask-crash-writer", dependencies: ["Cask", "CaskTestSupport"], path: "Tools/cask-crash-writer"),
         .target(name: "CaskTestSupport", dependencies: ["Cask"], path: "Tests/CaskTestSupport"),
+        // Counts heap allocations per thread (AllocationTests; the benchmark's allocs_put/allocs_get).
+        .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(
             name: "CaskTests",
-            dependencies: ["Cask", "CaskTestSupport", "cask", "cask-crash-writer"],
+            dependencies: ["Cask", "CaskTestSupport", "CAllocationCounter", "cask", "cask-crash-writer"],
             path: "Tests/CaskTests",
             exclude: ["Fixtures"]
         ),

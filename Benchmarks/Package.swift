@@ -12,13 +12,13 @@ let package = Package(
         .systemLibrary(name: "CLMDB", path: "Sources/CLMDB"),
         .systemLibrary(name: "CLevelDB", path: "Sources/CLevelDB"),
         .systemLibrary(name: "CRocksDB", path: "Sources/CRocksDB"),
-        // Counts heap allocations per thread (the allocations-per-operation figures).
-        .target(name: "CAllocationCounter", path: "Sources/CAllocationCounter"),
         .executableTarget(
             name: "cask-bench",
             dependencies: [
                 .product(name: "Cask", package: "Cask"),
-                "CSQLite", "CLMDB", "CLevelDB", "CRocksDB", "CAllocationCounter",
+                // Counts heap allocations per thread (the allocations-per-operation figures).
+                .product(name: "CaskAllocationCounter", package: "Cask"),
+                "CSQLite", "CLMDB", "CLevelDB", "CRocksDB",
             ],
             path: "Sources/cask-bench"
         ),

@@ -17,7 +17,7 @@ enum ProcessStats {
     /// Starts a new peak-RSS window: gives freed heap back to the kernel, then resets VmHWM to the
     /// current RSS (Linux: writing 5 to /proc/self/clear_refs).
     static func resetPeak() {
-        cask_bench_release_free_memory()
+        cask_release_free_memory()
         if let file = fopen("/proc/self/clear_refs", "w") {
             fputs("5", file)
             fclose(file)

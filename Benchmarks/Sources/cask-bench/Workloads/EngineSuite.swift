@@ -279,9 +279,9 @@ struct EngineSuite<E: Engine> {
         let indices = data.randomIndices(count + warmUp, seed: seed &+ 5)
         func counted(_ body: (Int) throws -> Void) throws -> (per: Double, seconds: Double) {
             for i in indices.prefix(warmUp) { try body(i) }
-            let before = cask_bench_thread_allocations()
+            let before = cask_thread_allocations()
             let seconds = try Clock.time { for i in indices.dropFirst(warmUp) { try body(i) } }
-            return (Double(cask_bench_thread_allocations() - before) / Double(count), seconds)
+            return (Double(cask_thread_allocations() - before) / Double(count), seconds)
         }
         let put = try counted { i in try engine.put(key.key(i), data.value(i)) }
         let get = try counted { i in _ = try engine.get(key.key(i)) { $0.count } }

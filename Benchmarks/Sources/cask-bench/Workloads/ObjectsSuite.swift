@@ -135,7 +135,7 @@ struct ObjectsSuite {
                 for turn in coders.indices {
                     let c = (turn + chunk) % coders.count
                     let coder = coders[c]
-                    let before = cask_bench_thread_allocations()
+                    let before = cask_thread_allocations()
                     seconds[c] += try Clock.time {
                         if workload == "objects_encode" {
                             var bytes = 0
@@ -145,7 +145,7 @@ struct ObjectsSuite {
                             for n in objects { try coder.decode(n) }
                         }
                     }
-                    allocations[c] += cask_bench_thread_allocations() - before
+                    allocations[c] += cask_thread_allocations() - before
                 }
             }
             for (c, coder) in coders.enumerated() {
@@ -161,9 +161,9 @@ struct ObjectsSuite {
     /// Times `body` (`count` operations) and counts the calling thread's heap allocations per operation.
     private func timed(_ count: Int, _ body: () throws -> Void) throws -> (seconds: Double, allocationsPerOp: Double) {
         ProcessStats.resetPeak()
-        let before = cask_bench_thread_allocations()
+        let before = cask_thread_allocations()
         let seconds = try Clock.time(body)
-        return (seconds, Double(cask_bench_thread_allocations() - before) / Double(max(count, 1)))
+        return (seconds, Double(cask_thread_allocations() - before) / Double(max(count, 1)))
     }
 
     private func report(_ engine: String, _ workload: String, mode: String, count: Int, size: Int, seconds: Double,

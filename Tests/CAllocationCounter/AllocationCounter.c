@@ -1,9 +1,27 @@
-// Counts heap allocations per thread by defining the allocator's entry points in the benchmark
-// executable: the dynamic linker binds every malloc call in the process (the Swift runtime, Cask,
-// Foundation, the peers) to these, and each forwards to glibc's own allocator (__libc_*), so
-// memory from either side can be freed by the other. glibc documents this kind of replacement.
-// The cost is one thread-local increment per allocation, in every engine alike.
+// Counts heap allocations per thread by defining the allocator's entry points in the executable
+// that links this (the benchmark, the test runner): the dynamic linker binds every malloc call in
+// the process (the Swift runtime, Cask, Foundation, the benchmark's peers) to these, and each
+// forwards to glibc's own allocator (__libc_*), so memory from either side can be freed by the
+// other. glibc documents this kind of replacement. The cost is one thread-local increment per
+// allocation. Under a sanitizer, which replaces the allocator itself, nothing is defined and the
+// count stays unavailable.
 #include "AllocationCounter.h"
+
+#include <malloc.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CASK_SANITIZER_ALLOCATOR 1
+#endif
+#endif
+
+#ifdef CASK_SANITIZER_ALLOCATOR
+
+bool cask_allocation_counting_available(void) { return false; }
+uint64_t cask_thread_allocations(void) { return 0; }
+void cask_release_free_memory(void) {}
+
+#else
 
 #include <errno.h>
 #include <malloc.h>
@@ -17,9 +35,11 @@ extern void __libc_free(void *);
 
 static __thread uint64_t allocations;
 
-uint64_t cask_bench_thread_allocations(void) { return allocations; }
+bool cask_allocation_counting_available(void) { return true; }
 
-void cask_bench_release_free_memory(void) { malloc_trim(0); }
+uint64_t cask_thread_allocations(void) { return allocations; }
+
+void cask_release_free_memory(void) { malloc_trim(0); }
 
 void *malloc(size_t size) {
     allocations++;
@@ -57,3 +77,5 @@ int posix_memalign(void **result, size_t alignment, size_t size) {
     *result = memory;
     return 0;
 }
+
+#endif
