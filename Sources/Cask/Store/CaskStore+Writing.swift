@@ -241,19 +241,20 @@ extension CaskStore {
     func appendDurably(_ append: () throws(CaskError) -> SyncPosition?) throws(CaskError) -> SyncPosition? {
         guard options.durability == .fsync else { return try append() }
         syncState.withLock { sync, _ in sync.arriving += 1 }
-        let target: SyncPosition?
-        do throws(CaskError) { target = try append() } catch {
+        /// The writer is not coming after all: nothing written, or the write failed.
+        func withdraw() {
             syncState.withLock { sync, waiter in
                 sync.arriving -= 1
                 Self.wakeGatheringLeader(sync, waiter)
             }
+        }
+        let target: SyncPosition?
+        do throws(CaskError) { target = try append() } catch {
+            withdraw()
             throw error
         }
         guard let target else {
-            syncState.withLock { sync, waiter in
-                sync.arriving -= 1
-                Self.wakeGatheringLeader(sync, waiter)
-            }
+            withdraw()
             return nil
         }
         try waitUntilDurable(target, force: false, arriving: true)
