@@ -200,7 +200,8 @@ final class TornWriteTests: XCTestCase {
             ("7 zero bytes", [UInt8](repeating: 0, count: 7)),
             ("4 KiB of zeros", [UInt8](repeating: 0, count: 4096)),
             ("1 MiB of zeros", [UInt8](repeating: 0, count: 1 << 20)),
-            ("more zeros than a writer reserves", [UInt8](repeating: 0, count: (1 << 20) + 1)),
+            ("2 MiB of zeros", [UInt8](repeating: 0, count: 2 << 20)),
+            ("more zeros than a writer reserves", [UInt8](repeating: 0, count: (2 << 20) + 1)),
             ("1 random byte", rng.bytes(1)),
             ("300 random bytes", rng.bytes(300)),
             ("5000 random bytes", rng.bytes(5000)),
@@ -221,7 +222,7 @@ final class TornWriteTests: XCTestCase {
 
                 // Zeros are space a writer reserved (FORMAT.md, "Reserved space"): the same checks
                 // as any other garbage, and they are cut too, but they are no damage and no report.
-                let reserved = tail.count <= StoreWriter.reservationStep && tail.allSatisfy { $0 == 0 }
+                let reserved = tail.count <= StoreWriter.maxReservedSpace && tail.allSatisfy { $0 == 0 }
                 let readOnly = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
                 XCTAssertEqual(readOnly.recoveryReport.isClean, reserved, "\(context), read-only: \(readOnly.recoveryReport)")
                 try verify(readOnly, fixture.model, "\(context), read-only")

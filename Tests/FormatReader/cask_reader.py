@@ -37,7 +37,7 @@ SEGMENT_MAGIC = b"CASKSEG\x00"
 HINT_MAGIC = b"CASKHNT\x00"
 SEGMENT_HEADER_LENGTH = 40
 # Zeros after the last record, up to this many, are space a writer reserved ("Reserved space").
-RESERVED_SPACE_LIMIT = 1 << 20
+RESERVED_SPACE_LIMIT = 2 << 20
 HINT_HEADER_LENGTH = 48
 FORMAT_VERSION = 1
 

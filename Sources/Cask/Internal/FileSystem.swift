@@ -162,11 +162,39 @@ extension FileSystem {
     /// Touching a page past the end of the file raises SIGBUS: callers touch only bytes below a
     /// length they know the file has. A default implementation, so that test file systems need
     /// not forward it.
-    package func map(_ fd: Int32, length: Int, writable: Bool = false) throws(Errno) -> UnsafeMutableRawPointer {
+    ///
+    /// A mapping of 2 MiB or more starts on a 2 MiB boundary, so that the kernel can map each 2 MiB
+    /// page-cache folio of the file with one huge-page entry: a random read then costs no page walk.
+    /// `hugePages` also asks the kernel (`MADV_HUGEPAGE`) to give the pages first touched through
+    /// the mapping 2 MiB folios; a hint, ignored where the kernel or file system has no large folios.
+    package func map(_ fd: Int32, length: Int, writable: Bool = false, hugePages: Bool = false) throws(Errno) -> UnsafeMutableRawPointer {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
-        guard let address = mmap(nil, length, protection, MAP_SHARED, fd, 0), address != MAP_FAILED else {
-            throw Errno.current
+        let huge = TableMemory.hugePageSize
+        guard length >= huge else {
+            guard let address = mmap(nil, length, protection, MAP_SHARED, fd, 0), address != MAP_FAILED else { throw Errno.current }
+            return address
         }
+        // Reserve 2 MiB more address space than needed, map the file at the first boundary inside
+        // it, and give back the rest.
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        func pageRounded(_ count: Int) -> Int { (count + pageSize - 1) / pageSize * pageSize }
+        let reservedLength = pageRounded(length) + huge
+        guard let reservation = mmap(nil, reservedLength, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+              reservation != MAP_FAILED
+        else { throw Errno.current }
+        let reservedStart = Int(bitPattern: reservation)
+        let start = (reservedStart + huge - 1) & ~(huge - 1)
+        guard let address = mmap(UnsafeMutableRawPointer(bitPattern: start), length, protection, MAP_SHARED | MAP_FIXED, fd, 0),
+              address != MAP_FAILED
+        else {
+            let error = Errno.current
+            munmap(reservation, reservedLength)
+            throw error
+        }
+        let end = start + pageRounded(length)
+        if start > reservedStart { munmap(reservation, start - reservedStart) }
+        if reservedStart + reservedLength > end { munmap(UnsafeMutableRawPointer(bitPattern: end), reservedStart + reservedLength - end) }
+        if hugePages { _ = madvise(address, length & ~(huge - 1), MADV_HUGEPAGE) }
         return address
     }
 

@@ -34,14 +34,20 @@ package struct StoreRecovery {
     let mapReads: Bool
     /// Map the segment kept open for writing writable (``SegmentFile/write(_:at:)``).
     let mapWrites: Bool
+    /// ...and in 2 MiB folios (``StoreWriter/hugePageReservationStep``).
+    let hugePages: Bool
 
-    package init(directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool, mapWrites: Bool = false) {
+    package init(
+        directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool, mapWrites: Bool = false,
+        hugePages: Bool = false
+    ) {
         self.directory = directory
         self.fileSystem = fileSystem
         self.writable = writable
         self.maxSegmentSize = maxSegmentSize
         self.mapReads = mapReads
         self.mapWrites = mapWrites
+        self.hugePages = hugePages
     }
 
     package func run() throws(CaskError) -> Result {
@@ -213,7 +219,7 @@ package struct StoreRecovery {
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
         let file = SegmentFile(
             id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
-            writable: keepOpenForWriting && mapWrites)
+            writable: keepOpenForWriting && mapWrites, hugePages: keepOpenForWriting && mapWrites && hugePages)
         var stats = SegmentStats(id: id)
         stats.sealed = !isLast
 

@@ -26,6 +26,9 @@ package final class SegmentFile: @unchecked Sendable {
     package let mappedLength: Int
     /// Whether the mapping is writable (see ``write(_:at:)``).
     package let isWritable: Bool
+    /// Whether the writable mapping asked for 2 MiB page-cache folios (``FileSystem/map(_:length:writable:hugePages:)``):
+    /// the writer then reserves space 2 MiB at a time (``StoreWriter/hugePageReservationStep``).
+    package let hasHugePages: Bool
     /// Bytes of the file that have been handed to the OS (`pwrite`, or stored through the
     /// writable mapping): `pread` can serve them.
     /// Bytes past this are still in the writer's buffer.
@@ -33,25 +36,32 @@ package final class SegmentFile: @unchecked Sendable {
 
     /// `mapLength`: bytes to map (0 for none); a failed mapping falls back to `pread`. `writable`:
     /// map for writing too (`fd` must be open for reading and writing); if that fails the mapping
-    /// is read-only, and the writer uses `pwrite`.
-    package init(id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false) {
+    /// is read-only, and the writer uses `pwrite`. `hugePages`: ask for 2 MiB folios in the writable
+    /// mapping (see ``StoreWriter``).
+    package init(
+        id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false,
+        hugePages: Bool = false
+    ) {
         self.id = id
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem
         writtenLength = Atomic(length)
-        if mapLength > 0, writable, let address = try? fileSystem.map(fd, length: mapLength, writable: true) {
+        if mapLength > 0, writable, let address = try? fileSystem.map(fd, length: mapLength, writable: true, hugePages: hugePages) {
             mapping = UnsafeRawPointer(address)
             mappedLength = mapLength
             isWritable = true
+            hasHugePages = hugePages
         } else if mapLength > 0, let address = try? fileSystem.map(fd, length: mapLength) {
             mapping = UnsafeRawPointer(address)
             mappedLength = mapLength
             isWritable = false
+            hasHugePages = false
         } else {
             mapping = nil
             mappedLength = 0
             isWritable = false
+            hasHugePages = false
         }
     }
 

@@ -59,13 +59,13 @@ package struct SegmentScanner: ~Copyable {
 
     /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
     /// reserved ahead of its writes (FORMAT.md, "Reserved space"): at most
-    /// ``StoreWriter/reservationStep`` bytes, all zero (up to where the file ends, if it shrank
+    /// ``StoreWriter/maxReservedSpace`` bytes, all zero (up to where the file ends, if it shrank
     /// meanwhile). Reads them in 64 KiB pieces.
     package static func isReservedSpace(
         fd: Int32, path: String, from start: Int64, to end: Int64, fileSystem: any FileSystem
     ) throws(CaskError) -> Bool {
         // More zeros than a writer ever reserves ahead are lost records (a power cut), not space.
-        guard end - start <= StoreWriter.reservationStep else { return false }
+        guard end - start <= StoreWriter.maxReservedSpace else { return false }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var position = start
         while position < end {

@@ -99,6 +99,13 @@ extension CaskStore {
         let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
             try Self.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
+            w.syncsInSegment += 1
+            if w.active.hasHugePages && w.syncsInSegment > StoreWriter.hugePageSyncLimit {
+                // A store that syncs this often goes on in 4 KiB pages (see `hugePageSyncLimit`).
+                // Best effort: if the next segment cannot be made, it goes on in this one, and
+                // the sync below covers everything written either way.
+                try? rotate(&w)
+            }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
         try waitUntilDurable(target, force: true)
@@ -188,7 +195,8 @@ extension CaskStore {
         }
         let next = try StoreWriter.createSegment(
             id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem,
-            mapLength: options.segmentMapLength, writable: writesThroughMapping)
+            mapLength: options.segmentMapLength, writable: writesThroughMapping,
+            hugePages: options.hugePageSegments && w.syncsInSegment <= StoreWriter.hugePageSyncLimit)
         // Only now: if the next segment could not be created, the writer goes on in this one.
         sealed.endMappedWrites()
         w.nextSegmentID += 1

@@ -131,7 +131,7 @@ public final class CaskStore: Sendable {
 
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
-            mapReads: options.memoryMappedReads, mapWrites: writesThroughMapping
+            mapReads: options.memoryMappedReads, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments
         ).run()
         recoveryReport = recovered.report
 
@@ -144,7 +144,7 @@ public final class CaskStore: Sendable {
             } else {
                 active = try StoreWriter.createSegment(
                     id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
-                    mapLength: options.segmentMapLength, writable: writesThroughMapping)
+                    mapLength: options.segmentMapLength, writable: writesThroughMapping, hugePages: options.hugePageSegments)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)

@@ -23,7 +23,8 @@ extension CaskStore {
         /// instead of `pread`; and in `.os` and `.fsync` modes, store new records through the
         /// active segment's mapping, into space reserved ahead with `fallocate` (no syscall per
         /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``; on ext4,
-        /// XFS and tmpfs, where a reservation is sure to hold, else with `pwrite`). Default
+        /// XFS and tmpfs, where a reservation is sure to hold, else with `pwrite`; in `.os` mode
+        /// into 2 MiB page-cache pages, see ``StoreWriter/hugePageReservationStep``). Default
         /// true. The trade-off: with a mapping, a disk I/O error or a segment truncated by another
         /// program while the store is open raises SIGBUS instead of throwing
         /// ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
@@ -53,6 +54,10 @@ extension CaskStore {
         func writesThroughMapping(in directory: String) -> Bool {
             memoryMappedReads && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites(in: directory)
         }
+
+        /// Whether the active segment's writable mapping asks for 2 MiB page-cache folios
+        /// (``StoreWriter/hugePageReservationStep``): in `.os` mode only.
+        var hugePageSegments: Bool { durability == .os }
 
         public init(durability: Durability, readOnly: Bool = false) {
             self.durability = durability
