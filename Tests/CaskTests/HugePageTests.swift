@@ -100,7 +100,7 @@ final class HugePageTests: XCTestCase {
         func virtualKiB() throws -> Int {
             let status = try readProcFile("/proc/self/status")
             let line = status.split(separator: "\n").first { $0.hasPrefix("VmSize:") }!
-            return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])!
+            return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1])!
         }
         let path = dir.appending("big")
         try StoreFiles.write(path, rng.bytes(4 << 20))
