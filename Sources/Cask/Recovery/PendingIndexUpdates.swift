@@ -6,9 +6,11 @@
 /// cache misses of consecutive records then overlap instead of following one another: a hint file
 /// is read in order, but its keys land at random places in the table.
 ///
-/// Order is kept: updates come out in the order they went in (a key too long to queue first
-/// applies everything before it), and ``drain(_:)`` applies the rest, so the index ends as if each
-/// update had been applied at once. Not thread-safe; one per hint file being applied.
+/// Order is kept: updates come out in the order they went in, and ``drain(_:)`` hands back the
+/// rest, so the index ends as if each update had been applied at once. A key longer than
+/// ``maxQueuedKeyLength`` is not queued: the caller drains the queue, then applies it. A queue of
+/// depth 0 hands each update straight back (a scan's records, in file order, gain nothing from the
+/// wait), so that one code path serves both. Not thread-safe; one per hint file or scan.
 final class PendingIndexUpdates {
     struct Update {
         var type: RecordType
@@ -19,9 +21,11 @@ final class PendingIndexUpdates {
         var key: UnsafeRawBufferPointer
     }
 
-    /// How far behind the updates are applied: enough misses in flight to cover a memory latency
-    /// at recovery's pace.
-    static let depth = 8
+    /// How far behind a hint's updates are applied: enough misses in flight to cover a memory
+    /// latency at recovery's pace.
+    static let hintDepth = 8
+    /// How many updates wait (``hintDepth``, or 0).
+    let depth: Int
     /// Keys up to this length are copied into the queue; a longer one is applied at once.
     static let maxQueuedKeyLength = 256
 
@@ -30,36 +34,48 @@ final class PendingIndexUpdates {
     @exclusivity(unchecked) private var updates: [Update] = []
     /// Where the oldest update is, once the queue is full.
     @exclusivity(unchecked) private var oldest = 0
-    /// `depth` slots of `maxQueuedKeyLength` bytes, one per queued update's key.
-    private let keys = UnsafeMutableRawPointer.allocate(byteCount: depth * maxQueuedKeyLength, alignment: 8)
+    /// `depth + 1` slots of `maxQueuedKeyLength` bytes, taken in turn, one per update's key: those
+    /// of the `depth` queued updates, and that of the one ``add(key:type:seq:expiresAt:location:)``
+    /// last returned, which stays valid until the next call.
+    private let keys: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private var nextKeySlot = 0
+    /// The index whose lines ``add(key:type:seq:expiresAt:location:)`` prefetches. Held here rather
+    /// than passed with each update: an argument read from the caller's `inout` result is retained
+    /// and released around every call, and those atomic operations wait for the stores in flight.
+    private let index: KeyIndex
 
-    init() { updates.reserveCapacity(Self.depth) }
+    init(index: KeyIndex, depth: Int = PendingIndexUpdates.hintDepth) {
+        self.index = index
+        self.depth = depth
+        keys = UnsafeMutableRawPointer.allocate(byteCount: depth == 0 ? 0 : (depth + 1) * Self.maxQueuedKeyLength, alignment: 8)
+        updates.reserveCapacity(depth)
+    }
 
     deinit { keys.deallocate() }
 
-    /// Queues an update of `key`, after prefetching its index lines; once ``depth`` updates wait,
-    /// first calls `apply` with the oldest.
-    func add(
-        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
-        index: KeyIndex, apply: (Update) -> Void
-    ) {
-        guard key.count <= Self.maxQueuedKeyLength else {
-            drain(apply)
-            return apply(Update(type: type, seq: seq, expiresAt: expiresAt, location: location, key: key))
-        }
+    /// Queues an update of `key` (at most ``maxQueuedKeyLength`` bytes), after prefetching its index
+    /// lines; once ``depth`` updates wait, returns the oldest, for the caller to apply before its
+    /// next call (its key is valid until then). At depth 0, returns the update itself.
+    ///
+    /// Returns a value rather than calling back: a closure that may reach anything made the
+    /// optimizer retain and release the queue around each call, two atomic operations per record
+    /// that wait for the index stores before them (a third of an `open`'s time).
+    func add(key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation) -> Update? {
+        guard depth > 0 else { return Update(type: type, seq: seq, expiresAt: expiresAt, location: location, key: key) }
+        precondition(key.count <= Self.maxQueuedKeyLength, "a key this long is applied at once, not queued")
         index.prefetch(key)
-        let slot: Int
-        if updates.count < Self.depth {
-            slot = updates.count
-        } else {
-            slot = oldest
-            apply(updates[slot])
-            oldest = oldest == Self.depth - 1 ? 0 : oldest + 1
-        }
-        let copy = keys + slot * Self.maxQueuedKeyLength
+        let copy = keys + nextKeySlot * Self.maxQueuedKeyLength
+        nextKeySlot = nextKeySlot == depth ? 0 : nextKeySlot + 1
         if let base = key.baseAddress { copy.copyMemory(from: base, byteCount: key.count) }
         let update = Update(type: type, seq: seq, expiresAt: expiresAt, location: location, key: UnsafeRawBufferPointer(start: copy, count: key.count))
-        if slot == updates.count { updates.append(update) } else { updates[slot] = update }
+        guard updates.count == depth else {
+            updates.append(update)
+            return nil
+        }
+        let due = updates[oldest]
+        updates[oldest] = update
+        oldest = oldest == depth - 1 ? 0 : oldest + 1
+        return due
     }
 
     /// Applies every update still waiting, oldest first, and empties the queue.

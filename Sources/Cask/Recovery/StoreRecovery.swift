@@ -282,14 +282,15 @@ package struct StoreRecovery {
         // Scan the rest.
         var corrupt: [SegmentScanner.CorruptRange] = []
         var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
+        let immediate = PendingIndexUpdates(index: result.index, depth: 0)
         let validEnd = try scanner.scan(
             from: min(scanFrom, length),
             onRecord: { offset, header, bytes in
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
-                receive(key: key, type: header.type, flags: header.flags, seq: header.seq, valueLength: header.valueLength,
+                Self.receive(key: key, type: header.type, flags: header.flags, seq: header.seq, valueLength: header.valueLength,
                         expiresAt: header.expiresAt,
                         location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                        into: &result, stats: &stats, batch: &batch, pending: nil)
+                        into: &result, stats: &stats, batch: &batch, pending: immediate)
             },
             onCorrupt: { corrupt.append($0) })
         /// From here on the segment ends at `newLength`; `cutting` truncates the file there too.
@@ -366,7 +367,7 @@ package struct StoreRecovery {
               read == Int(size) else { return nil }
         var loaded = stats
         var loadedBatch = batch
-        let pending = PendingIndexUpdates()
+        let pending = PendingIndexUpdates(index: result.index)
         let outcome = bytes.withUnsafeBytes { raw in
             // Size the index for the entries at once rather than growing its way there. Usually the
             // pre-pass (`hintedEntries`) already did, for every hint; this covers one it could not read.
@@ -374,13 +375,13 @@ package struct StoreRecovery {
                 result.index.reserve(result.index.count + entries)
             }
             let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
-                receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
+                Self.receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
                         expiresAt: entry.expiresAt,
                         location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
                         into: &result, stats: &loaded, batch: &loadedBatch, pending: pending)
             }
             pending.drain { update in
-                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
                       into: &result, stats: &loaded)
             }
             return outcome
@@ -398,21 +399,25 @@ package struct StoreRecovery {
         }
     }
 
-    /// One valid record, from a scan or a hint: counted, then indexed — at once (or through
-    /// `pending`, a few records later, in the same order), or for a batch member when its commit
-    /// record comes.
-    private func receive(
+    /// One valid record, from a scan or a hint: counted, then indexed through `pending` — at once
+    /// (depth 0) or a few records later, in the same order — or for a batch member when its commit
+    /// record comes. Static, as are `apply` and `removeLive`, so that its closures capture no copy
+    /// of `self` (a retain of each of its references per record).
+    private static func receive(
         key: UnsafeRawBufferPointer, type: RecordType, flags: UInt8, seq: UInt64, valueLength: Int, expiresAt: UInt64?,
         location: RecordLocation, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler,
-        pending: PendingIndexUpdates?
+        pending: PendingIndexUpdates
     ) {
         func index(_ key: UnsafeRawBufferPointer, _ type: RecordType, _ seq: UInt64, _ expiresAt: UInt64?, _ location: RecordLocation) {
-            guard let pending else {
+            guard key.count <= PendingIndexUpdates.maxQueuedKeyLength else {
+                pending.drain { update in
+                    apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                          into: &result, stats: &stats)
+                }
                 return apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
             }
-            pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, index: result.index) { update in
-                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                      into: &result, stats: &stats)
+            if let due = pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location) {
+                apply(key: due.key, type: due.type, seq: due.seq, expiresAt: due.expiresAt, location: due.location, into: &result, stats: &stats)
             }
         }
         result.report.recordsScanned += 1
@@ -430,7 +435,7 @@ package struct StoreRecovery {
     }
 
     /// Indexes a record (that is not an uncommitted batch member).
-    private func apply(
+    private static func apply(
         key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
         into result: inout Result, stats: inout SegmentStats
     ) {
@@ -448,7 +453,7 @@ package struct StoreRecovery {
         }
     }
 
-    private func removeLive(_ old: RecordLocation, result: inout Result, stats: inout SegmentStats) {
+    private static func removeLive(_ old: RecordLocation, result: inout Result, stats: inout SegmentStats) {
         if UInt64(old.segmentID) == stats.id {
             stats.liveBytes -= Int64(old.length)
             stats.liveRecords -= 1
