@@ -99,12 +99,15 @@ extension CaskStore {
         let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
             try Self.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
-            w.syncsInSegment += 1
-            if w.active.hasHugePages && w.syncsInSegment > StoreWriter.hugePageSyncLimit {
+            if w.end > w.lastSyncedEnd {
+                w.syncsInSegment += 1
+                w.lastSyncedEnd = w.end
+            }
+            if w.active.hasHugePages && w.syncsInSegment > StoreWriter.hugePageSyncLimit && !w.syncSealFailed {
                 // A store that syncs this often goes on in 4 KiB pages (see `hugePageSyncLimit`).
-                // Best effort: if the next segment cannot be made, it goes on in this one, and
-                // the sync below covers everything written either way.
-                try? rotate(&w)
+                // Best effort: if the next segment cannot be made, it goes on in this one (not
+                // retried at each sync), and the sync below covers everything written either way.
+                do { try rotate(&w) } catch { w.syncSealFailed = true }
             }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }

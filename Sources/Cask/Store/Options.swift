@@ -24,7 +24,7 @@ extension CaskStore {
         /// active segment's mapping, into space reserved ahead with `fallocate` (no syscall per
         /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``; on ext4,
         /// XFS and tmpfs, where a reservation is sure to hold, else with `pwrite`; in `.os` mode
-        /// into 2 MiB page-cache pages, see ``StoreWriter/hugePageReservationStep``). Default
+        /// into 2 MiB page-cache pages, which reads map with one TLB entry each). Default
         /// true. The trade-off: with a mapping, a disk I/O error or a segment truncated by another
         /// program while the store is open raises SIGBUS instead of throwing
         /// ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.

@@ -12,8 +12,13 @@ package struct StoreWriter: ~Copyable {
     /// Whether flushes store into the active segment's writable mapping rather than `pwrite` it:
     /// until the file system turns down a reservation (`fallocate` unsupported).
     package var writesThroughMapping: Bool
-    /// `sync()` calls since the active segment started (see ``hugePageSyncLimit``).
+    /// `sync()` calls that found new writes since the active segment started (see ``hugePageSyncLimit``).
     package var syncsInSegment = 0
+    /// Where the last counted sync found the segment's end.
+    package var lastSyncedEnd: Int64 = 0
+    /// Set when sealing a segment synced too often failed (a full disk, say): not retried at every
+    /// sync; the segment's natural seal gives the next one 4 KiB pages anyway.
+    package var syncSealFailed = false
     package var buffer: ByteBuffer
     package let encoder = RecordEncoder()
     package var nextSeq: UInt64
@@ -40,6 +45,7 @@ package struct StoreWriter: ~Copyable {
         self.index = index
         end = length
         flushed = length
+        lastSyncedEnd = length
         buffer = ByteBuffer(capacity: bufferCapacity)
         self.nextSeq = nextSeq
         self.nextSegmentID = nextSegmentID
@@ -52,8 +58,9 @@ package struct StoreWriter: ~Copyable {
         if let failure { throw failure }
     }
 
-    /// Reservations grow the active segment's file by this much at a time: one `fallocate` per
-    /// about 8,000 small records, and at most this much unused space on disk.
+    /// Reservations grow the active segment's file by this much at a time (by
+    /// ``hugePageReservationStep`` in a segment with huge pages): one `fallocate` per about 8,000
+    /// small records, and at most a step of unused space on disk.
     static let reservationStep: Int64 = 1 << 20
     /// The step for a segment mapped with huge pages (``SegmentFile/hasHugePages``): each
     /// reservation then ends on a 2 MiB boundary, so that the page cache can hold the segment in
@@ -67,14 +74,15 @@ package struct StoreWriter: ~Copyable {
     static let hugePageReservationStep: Int64 = 2 << 20
     /// The most zero bytes a writer leaves reserved after its last record (FORMAT.md, "Reserved space").
     package static let maxReservedSpace = hugePageReservationStep
-    /// A segment mapped with huge pages in which `sync()` is called more often than this is sealed
-    /// at once, and the next segment has 4 KiB pages (it gets huge pages again only if it sees no
-    /// more syncs than this): each such sync may write back a whole 2 MiB folio, so a store that
-    /// syncs often writes at most about 64 MiB more per such segment.
+    /// A segment mapped with huge pages in which `sync()` finds new writes more often than this is
+    /// sealed at once, and the next segment has 4 KiB pages (the one after it gets huge pages again
+    /// if it sees no more such syncs than this, as does the active segment after a reopen): each
+    /// such sync may write back a whole 2 MiB folio, so a store that syncs often writes at most
+    /// about 64 MiB more per huge-page segment.
     package static let hugePageSyncLimit = 32
 
     /// Hands the buffer to the OS: stores it through the active segment's writable mapping, in
-    /// space reserved ahead (one system call per ``reservationStep``; a `pwrite` of a small record
+    /// space reserved ahead (one system call per reservation step; a `pwrite` of a small record
     /// costs about six times the copy), or `pwrite`s it. Either way the bytes are in the page
     /// cache on return: they survive the process being killed, and `fdatasync` makes them
     /// durable. On failure nothing is published: a partial `pwrite` is cut off again, the buffer
@@ -108,8 +116,9 @@ package struct StoreWriter: ~Copyable {
         buffer.reset(shrinkingTo: max(bufferLimit * 2, 64 << 10))
     }
 
-    /// Reserves space in the active segment's file up to at least `needed` bytes, a
-    /// ``reservationStep`` at a time (never past the mapping). Where the file system cannot
+    /// Reserves space in the active segment's file up to at least `needed` bytes, a step
+    /// (``reservationStep`` or ``hugePageReservationStep``) at a time (never past the mapping), so
+    /// that it ends on a multiple of the step. Where the file system cannot
     /// reserve, turns mapped writes off for this segment instead.
     private mutating func reserve(upTo needed: Int64) throws(CaskError) {
         let step = active.hasHugePages ? Self.hugePageReservationStep : Self.reservationStep
@@ -147,6 +156,8 @@ package struct StoreWriter: ~Copyable {
         reserved = 0
         writesThroughMapping = next.isWritable
         syncsInSegment = 0
+        lastSyncedEnd = length
+        syncSealFailed = false
     }
 
     /// Creates segment `id` with its header and makes its directory entry durable.
