@@ -219,7 +219,7 @@ package struct StoreRecovery {
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
         let file = SegmentFile(
             id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
-            writable: keepOpenForWriting && mapWrites, hugePages: keepOpenForWriting && mapWrites && hugePages)
+            writable: keepOpenForWriting && mapWrites, hugePages: hugePages)
         var stats = SegmentStats(id: id)
         stats.sealed = !isLast
 

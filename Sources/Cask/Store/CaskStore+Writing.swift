@@ -103,7 +103,7 @@ extension CaskStore {
                 w.syncsInSegment += 1
                 w.lastSyncedEnd = w.end
             }
-            if w.active.hasHugePages && w.syncsInSegment > StoreWriter.hugePageSyncLimit && !w.syncSealFailed {
+            if w.active.hasHugePages && w.syncedTooOften && !w.syncSealFailed {
                 // A store that syncs this often goes on in 4 KiB pages (see `hugePageSyncLimit`).
                 // Best effort: if the next segment cannot be made, it goes on in this one (not
                 // retried at each sync), and the sync below covers everything written either way.
@@ -199,7 +199,7 @@ extension CaskStore {
         let next = try StoreWriter.createSegment(
             id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem,
             mapLength: options.segmentMapLength, writable: writesThroughMapping,
-            hugePages: options.hugePageSegments && w.syncsInSegment <= StoreWriter.hugePageSyncLimit)
+            hugePages: options.hugePageSegments && !w.syncedTooOften)
         // Only now: if the next segment could not be created, the writer goes on in this one.
         sealed.endMappedWrites()
         w.nextSegmentID += 1

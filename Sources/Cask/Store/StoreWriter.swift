@@ -71,7 +71,7 @@ package struct StoreWriter: ~Copyable {
     /// `fdatasync` would write up to 2 MiB rather than the few KiB the sync is for (measured: 54×
     /// the bytes written, 40% fewer durable puts per second). In `.os` mode a segment is written
     /// back about once; ``hugePageSyncLimit`` bounds what explicit `sync()` calls cost.
-    static let hugePageReservationStep: Int64 = 2 << 20
+    static let hugePageReservationStep = Int64(TableMemory.hugePageSize)
     /// The most zero bytes a writer leaves reserved after its last record (FORMAT.md, "Reserved space").
     package static let maxReservedSpace = hugePageReservationStep
     /// A segment mapped with huge pages in which `sync()` finds new writes more often than this is
@@ -80,6 +80,9 @@ package struct StoreWriter: ~Copyable {
     /// such sync may write back a whole 2 MiB folio, so a store that syncs often writes at most
     /// about 64 MiB more per huge-page segment.
     package static let hugePageSyncLimit = 32
+    /// Whether the active segment has seen more syncs than ``hugePageSyncLimit``: it is sealed if it
+    /// has huge pages, and the next segment gets none.
+    package var syncedTooOften: Bool { syncsInSegment > Self.hugePageSyncLimit }
 
     /// Hands the buffer to the OS: stores it through the active segment's writable mapping, in
     /// space reserved ahead (one system call per reservation step; a `pwrite` of a small record
