@@ -26,11 +26,20 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     public static let badFileDescriptor = Errno(rawValue: EBADF)
     public static let notSupported = Errno(rawValue: EOPNOTSUPP)
     public static let invalidArgument = Errno(rawValue: EINVAL)
+    /// The last component of a path is a symbolic link, which Cask does not follow inside a store
+    /// (what `open` with `O_NOFOLLOW` reports).
+    public static let symbolicLink = Errno(rawValue: ELOOP)
+    /// A file to write has more than one name (hard link); Cask writes only files of its own.
+    public static let hardLinked = Errno(rawValue: EMLINK)
+    /// Not an operating-system error number: the path names a directory, FIFO, socket or device
+    /// where Cask opens only regular files.
+    public static let notRegularFile = Errno(rawValue: -1)
 
     /// The last error of the calling thread.
     static var current: Errno { Errno(rawValue: errno) }
 
     public var description: String {
+        if self == .notRegularFile { return "not a regular file (a directory, FIFO, socket or device)" }
         guard let text = strerror(rawValue) else { return "errno \(rawValue)" }
         return "\(String(cString: text)) (errno \(rawValue))"
     }

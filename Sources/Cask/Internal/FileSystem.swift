@@ -16,6 +16,17 @@ import Darwin
 /// Every method reports failure as an ``Errno``. `EINTR` is retried inside the implementation.
 /// Methods may be called from any thread concurrently.
 package protocol FileSystem: Sendable {
+    /// Opens a file of a store (or, with `O_DIRECTORY`, a directory).
+    ///
+    /// A store directory is hostile ground: whoever can write it can plant links and special files
+    /// in it. So, unless `flags` has `O_DIRECTORY`, the real file system opens only a regular file,
+    /// and a file to write only if it has no other name:
+    /// - a symbolic link is never followed (`O_NOFOLLOW`): ``Errno/symbolicLink``;
+    /// - a directory, FIFO, socket or device is refused, without blocking on a FIFO and without
+    ///   becoming the controlling terminal: ``Errno/notRegularFile``;
+    /// - a file opened for writing that has other hard links is refused, so that no write (nor
+    ///   `O_TRUNC`) reaches a file outside the store through a second name: ``Errno/hardLinked``.
+    ///   `O_TRUNC` takes effect only after these checks.
     func open(_ path: String, flags: Int32, mode: UInt32) throws(Errno) -> Int32
     func close(_ fd: Int32)
     /// Reads up to `buffer.count` bytes at `offset`; returns the number read (0 at end of file).
@@ -61,7 +72,30 @@ package struct PosixFileSystem: FileSystem {
     package init() {}
 
     package func open(_ path: String, flags: Int32, mode: UInt32) throws(Errno) -> Int32 {
-        try retryingInterrupts { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
+        if flags & O_DIRECTORY != 0 {
+            return try retryingInterrupts { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
+        }
+        // O_NONBLOCK: opening a FIFO must not wait for its other end (a FIFO to write with no
+        // reader fails with ENXIO, as does a device with nothing behind it; a directory to write,
+        // with EISDIR); O_TRUNC only once the file is known to be ours.
+        let checkedFlags = (flags & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
+        let fd: Int32
+        do { fd = try retryingInterrupts { Glibc.open(path, checkedFlags, mode_t(mode)) } } catch {
+            throw error == Errno(rawValue: ENXIO) || error == Errno(rawValue: EISDIR) ? .notRegularFile : error
+        }
+        do throws(Errno) {
+            var info = stat()
+            _ = try retryingInterrupts { fstat(fd, &info) }
+            guard info.st_mode & S_IFMT == S_IFREG else { throw .notRegularFile }
+            let writing = flags & O_ACCMODE != O_RDONLY
+            if writing && info.st_nlink > 1 { throw .hardLinked }
+            _ = try retryingInterrupts { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
+            if writing && flags & O_TRUNC != 0 { _ = try retryingInterrupts { Glibc.ftruncate(fd, 0) } }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
     }
 
     package func close(_ fd: Int32) {

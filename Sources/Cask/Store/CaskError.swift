@@ -21,6 +21,11 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The disk (or quota) is full. The record being written was rolled back; the store stays
     /// readable and accepts writes again once space is freed.
     case diskFull(path: String)
+    /// A name in the store directory is a symbolic link, not a regular file (a directory, FIFO,
+    /// socket or device), or a file to write with other hard links (`errno` says which:
+    /// ``Errno/symbolicLink``, ``Errno/notRegularFile``, ``Errno/hardLinked``). Cask opens none of
+    /// these, so nothing outside the store is read or written through them.
+    case foreignFile(path: String, errno: Errno)
     /// An I/O call failed.
     case io(operation: String, path: String, errno: Errno)
     /// Making data durable failed. Data written since the last successful sync may be lost, so the
@@ -63,6 +68,8 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             }
         case .diskFull(let path):
             "disk full while writing \(path); the write was rolled back, free space and retry"
+        case .foreignFile(let path, let errno):
+            "\(path) is \(Self.foreignKind(errno)); Cask opens only regular files of its own in a store and never follows links, so it did not open it: move it out of the store directory, and check who else can write there"
         case .io(let operation, let path, let errno):
             "\(operation) failed on \(path): \(errno)"
         case .syncFailed(let path, let errno):
@@ -85,7 +92,17 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         switch errno {
         case .noSpace, .quotaExceeded: .diskFull(path: path)
         case .permissionDenied, .readOnlyFileSystem: .notWritable(path: path, errno: errno)
+        case .symbolicLink, .notRegularFile, .hardLinked: .foreignFile(path: path, errno: errno)
         default: .io(operation: operation, path: path, errno: errno)
+        }
+    }
+
+    private static func foreignKind(_ errno: Errno) -> String {
+        switch errno {
+        case .symbolicLink: "a symbolic link (or a loop of them)"
+        case .hardLinked: "a file with other hard links"
+        case .notRegularFile: "not a regular file (a directory, FIFO, socket or device)"
+        default: "not a file Cask can open (\(errno))"
         }
     }
 }
