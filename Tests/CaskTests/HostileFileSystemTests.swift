@@ -179,4 +179,115 @@ final class HostileFileSystemTests: XCTestCase {
         try store.close()
         XCTAssertEqual(try box.outside(), before)
     }
+
+    // MARK: Outputs
+
+    /// What `cask export` writes for the sandbox's store, to standard output.
+    private func exported(_ box: Sandbox) throws -> Data {
+        let run = try cask(["export", box.store])
+        XCTAssertEqual(run.status, 0, run.err)
+        return run.stdout
+    }
+
+    /// Reads a FIFO to its end on another thread (the export opens it for writing meanwhile).
+    private final class FIFOReader: @unchecked Sendable {
+        private let path: String
+        private var data = Data()  // Written by the reading thread before `done` is signalled.
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ path: String) {
+            self.path = path
+            Thread.detachNewThread { [self] in
+                if let handle = FileHandle(forReadingAtPath: path) { data = handle.readDataToEndOfFile() }
+                done.signal()
+            }
+        }
+
+        /// What was read, or nil when nothing wrote to the FIFO within 30 s (a writer of our own
+        /// then opens and closes the path, which ends the reading thread if it is still a FIFO).
+        func result() -> Data? {
+            if done.wait(timeout: .now() + 30) == .timedOut {
+                let fd = open(path, O_WRONLY | O_NONBLOCK)
+                if fd >= 0 { close(fd) }
+                return nil
+            }
+            return data
+        }
+    }
+
+    /// Issue 27, finding 2: `export --output F` renamed `F.tmp` over whatever F was, so a FIFO or a
+    /// link to one became a regular file. Now they are written through and stay what they were.
+    func testExportWritesThroughFIFOsAndLinksToThem() throws {
+        let box = try Sandbox()
+        let expected = try exported(box)
+        let fifo = box.root.appending("pipe")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let link = box.root.appending("link-to-pipe")
+        try symlink(fifo, at: link)
+        for output in [fifo, link] {
+            let reader = FIFOReader(fifo)
+            let run = try cask(["export", box.store, "--output", output])
+            XCTAssertEqual(run.status, 0, run.err)
+            XCTAssertEqual(reader.result(), expected, output)
+            XCTAssertEqual(run.out, "", "the summary must not go where the export goes")
+            XCTAssertTrue(run.err.hasSuffix("exported 3 keys to \(output)\n"), run.err)
+            var info = stat()
+            XCTAssertEqual(lstat(fifo, &info), 0)
+            XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO, "the FIFO was replaced")
+            XCTAssertEqual(lstat(link, &info), 0)
+            XCTAssertEqual(info.st_mode & S_IFMT, S_IFLNK, "the link was replaced")
+        }
+        // Standard output named as a file (the process's own pipe here).
+        let run = try cask(["export", box.store, "--output", "/dev/stdout"])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(run.stdout, expected)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: box.root.path).sorted(), ["link-to-pipe", "pipe", "s", "victim"])
+    }
+
+    /// A link to a regular file: the file it names gets the export (atomically), the link stays.
+    func testExportThroughALinkToARegularFileKeepsTheLink() throws {
+        let box = try Sandbox()
+        let expected = try exported(box)
+        let link = box.root.appending("latest.jsonl")
+        try symlink(box.victim, at: link)
+        let run = try cask(["export", box.store, "--output", link])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(run.out, "exported 3 keys to \(link)\n")
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), box.victim)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: box.victim)), expected)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: box.root.path).sorted(), ["latest.jsonl", "s", "victim"],
+                       "no temporary file is left")
+    }
+
+    /// `--output` inside the store (its own segment, or a new name there) is refused before anything
+    /// is written; so are a directory and a dangling link.
+    func testExportRefusesOutputsInsideTheStoreDirectoriesAndDanglingLinks() throws {
+        let box = try Sandbox()
+        let segment = box.inStore(SegmentName.segment(1))
+        let storeFiles = try FileManager.default.contentsOfDirectory(atPath: box.store).sorted()
+        let segmentBytes = try Data(contentsOf: URL(fileURLWithPath: segment))
+        let before = try box.outside()
+        for output in [segment, box.inStore("export.jsonl"), box.root.appending("./s/../s/x.jsonl")] {
+            let run = try cask(["export", box.store, "--output", output])
+            XCTAssertEqual(run.status, 64, "\(output): \(run.err)")
+            XCTAssertTrue(run.err.hasPrefix("Error: --output \(output) is inside the store directory \(box.store); write the export outside it\n"), run.err)
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: segment)), segmentBytes)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: box.store).sorted(), storeFiles)
+
+        let directory = box.root.appending("out")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        var run = try cask(["export", box.store, "--output", directory])
+        XCTAssertEqual(run.status, 1, run.err)
+        XCTAssertEqual(run.err, "Error: cannot write \(directory): it is a directory; name a file\n")
+        let dangling = box.root.appending("dangling")
+        try symlink(box.root.appending("missing/file"), at: dangling)
+        run = try cask(["export", box.store, "--output", dangling])
+        XCTAssertEqual(run.status, 1, run.err)
+        XCTAssertEqual(run.err, "Error: cannot write \(dangling): it is a symbolic link to a file that does not exist; remove the link or name another file\n")
+        var after = try box.outside()
+        after["out"] = nil
+        after["dangling"] = nil
+        XCTAssertEqual(after, before)
+    }
 }

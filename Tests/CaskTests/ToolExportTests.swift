@@ -110,10 +110,12 @@ final class ToolExportTests: XCTestCase {
 
         Opens the store read-only and takes no lock, so it works while another process
         writes; the export is the store as it was when opened. A damaged record stops
-        the export with exit 65 ('cask verify' lists the damage). With --output, the
-        file is written under a temporary name next to it and renamed into place only
-        when complete. Shows progress on standard error (a bar on a terminal, plain
-        lines otherwise).
+        the export with exit 65 ('cask verify' lists the damage). With --output, a
+        regular file (or a new one) is written under a temporary name next to it and
+        renamed into place only when complete; a FIFO, terminal or device is written
+        through, never replaced; a directory, a dangling link or a path inside the store
+        is refused. Shows progress on standard error (a bar on a terminal, plain lines
+        otherwise).
 
         USAGE: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]
 
@@ -237,12 +239,12 @@ final class ToolExportTests: XCTestCase {
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: segment)))
         bytes[110] ^= 0x01  // in the record of "session" (offset 103, 29 bytes): see testDumpListsEveryRecord
         try Data(bytes).write(to: URL(fileURLWithPath: segment))
-        let file = damaged.appending("export.jsonl")
+        let outputs = TemporaryDirectory("cask-export-out")
+        let file = outputs.appending("export.jsonl")
         run = try cask(["export", damaged.path, "--output", file])
         XCTAssertEqual(run.status, 65, run.err)
         XCTAssertTrue(run.err.contains("Error: corrupt record in \(segment) at offset 103: checksum mismatch"), run.err)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: file))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: file + ".tmp"))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outputs.path), [], "neither the file nor a temporary one")
         // dump shows that damage and exits 0.
         run = try cask(["dump", damaged.path])
         XCTAssertEqual(run.status, 0, run.err)
@@ -430,7 +432,8 @@ final class ToolExportTests: XCTestCase {
         XCTAssertEqual(try contents(of: source.path), expected)
 
         // To a file, back through --input.
-        let file = source.appending("export.jsonl")
+        let outputs = TemporaryDirectory("cask-export-out")
+        let file = outputs.appending("export.jsonl")
         var run = try cask(["export", source.path, "--output", file])
         XCTAssertEqual(run.status, 0, run.err)
         XCTAssertEqual(run.out, "exported \(expected.count) keys to \(file)\n")

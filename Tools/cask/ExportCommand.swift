@@ -11,7 +11,7 @@ struct ExportCommand: Subcommand {
         abstract: "Write keys, values and expiries as JSON Lines.",
         discussion: [
             "Writes one JSON object per key, one per line, keys in bytewise order, object keys sorted: {\"key\":\"user/42\",\"value\":\"Ada\"}. A key or value that is valid UTF-8 is a JSON string under \"key\" or \"value\"; any other is base64 (RFC 4648, padded) under \"keyBase64\" or \"valueBase64\". A key that expires also has \"expiresAtMilliseconds\", its expiry time in milliseconds since 1970-01-01 UTC. Deleted and expired keys are left out. 'cask import' reads this back, reproducing keys, values and expiries exactly.",
-            "Opens the store read-only and takes no lock, so it works while another process writes; the export is the store as it was when opened. A damaged record stops the export with exit 65 ('cask verify' lists the damage). With --output, the file is written under a temporary name next to it and renamed into place only when complete. Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
+            "Opens the store read-only and takes no lock, so it works while another process writes; the export is the store as it was when opened. A damaged record stops the export with exit 65 ('cask verify' lists the damage). With --output, a regular file (or a new one) is written under a temporary name next to it and renamed into place only when complete; a FIFO, terminal or device is written through, never replaced; a directory, a dangling link or a path inside the store is refused. Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [
@@ -36,10 +36,10 @@ struct ExportCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
+        let sink = try outputPath.map { (path) throws(ToolError) in try OutputFile(path: path, storeDirectory: directory) }
         let store = try StoreAccess.openForReading(directory)
         defer { try? store.close() }
         let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
-        let sink = try outputPath.map { (path) throws(ToolError) in try ExportFile(path: path) }
         let encoder = JSONLines.encoder()
         let progress = ProgressReporter(label: "exporting", output: output, unit: .items("keys"))
         var exported = 0
@@ -56,57 +56,11 @@ struct ExportCommand: Subcommand {
         progress.finish()
         if let sink, let outputPath {
             try sink.commit()
-            output.line("exported \(exported) \(exported == 1 ? "key" : "keys") to \(outputPath)")
+            // Written through a FIFO or device (perhaps standard output itself), the summary goes
+            // to standard error, out of the export's way.
+            let summary = "exported \(exported) \(exported == 1 ? "key" : "keys") to \(outputPath)"
+            if sink.isStaged { output.line(summary) } else { output.error(summary + "\n") }
         }
         return .success
-    }
-}
-
-/// An export file: written as `<path>.tmp`, then made durable and renamed to `<path>`, so that
-/// `<path>` is never a partial export. Removed again if the export fails.
-private final class ExportFile {
-    let path: String
-    let temporaryPath: String
-    private let handle: FileHandle
-    private var buffer: [UInt8] = []
-    private var committed = false
-
-    init(path: String) throws(ToolError) {
-        self.path = path
-        temporaryPath = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporaryPath, contents: nil, attributes: [.posixPermissions: 0o600]),
-              let handle = FileHandle(forWritingAtPath: temporaryPath) else {
-            throw .failure("cannot create \(temporaryPath): \(String(cString: strerror(errno)))")
-        }
-        self.handle = handle
-    }
-
-    deinit {
-        try? handle.close()
-        if !committed { unlink(temporaryPath) }
-    }
-
-    func write(_ bytes: [UInt8]) throws(ToolError) {
-        buffer += bytes
-        if buffer.count >= 64 << 10 { try flush() }
-    }
-
-    func commit() throws(ToolError) {
-        try flush()
-        do { try handle.synchronize() } catch {
-            throw .failure("cannot write \(temporaryPath): \(error.localizedDescription)")
-        }
-        guard rename(temporaryPath, path) == 0 else {
-            throw .failure("cannot rename \(temporaryPath) to \(path): \(String(cString: strerror(errno)))")
-        }
-        committed = true
-    }
-
-    private func flush() throws(ToolError) {
-        guard !buffer.isEmpty else { return }
-        do { try handle.write(contentsOf: buffer) } catch {
-            throw .failure("cannot write \(temporaryPath): \(error.localizedDescription)")
-        }
-        buffer.removeAll(keepingCapacity: true)
     }
 }
