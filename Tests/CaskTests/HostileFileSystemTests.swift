@@ -244,6 +244,37 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: box.root.path).sorted(), ["link-to-pipe", "pipe", "s", "victim"])
     }
 
+    /// As a user other than root (CI runs as root): `--output /dev/stdout` wrote `/dev/stdout.tmp`,
+    /// which only root may create; now the user's own pipe is written through.
+    func testExportToStandardOutputAsAnotherUser() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv(1) to run the tool as user 65534")
+        }
+        let box = try Sandbox()
+        let expected = try exported(box)
+        // Let user 65534 read the store and reach the tool.
+        for path in [box.root.path, box.store] + (try FileManager.default.contentsOfDirectory(atPath: box.store)).map(box.inStore) {
+            XCTAssertEqual(chmod(path, 0o755), 0, path)
+        }
+        let script = "'\(ToolTests.toolPath)' export '\(box.store)' --output /dev/stdout | cat"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c", script]
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let stdout = output.fileHandleForReading.readDataToEndOfFile()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard !stderr.contains("Permission denied") || stderr.contains("/dev/stdout") else {
+            throw XCTSkip("user 65534 cannot run the tool here: \(stderr)")
+        }
+        XCTAssertEqual(process.terminationStatus, 0, stderr)
+        XCTAssertEqual(stdout, expected, stderr)
+        XCTAssertTrue(stderr.hasSuffix("exported 3 keys to /dev/stdout\n"), stderr)
+    }
+
     /// A link to a regular file: the file it names gets the export (atomically), the link stays.
     func testExportThroughALinkToARegularFileKeepsTheLink() throws {
         let box = try Sandbox()
