@@ -74,23 +74,25 @@ final class Output {
 
 /// Standard input, read to its end.
 enum StandardInput {
-    /// All bytes of standard input. More than `limit` bytes throws ``CaskError/valueTooLarge(length:limit:)``
-    /// after reading (and counting) the rest, so nothing larger than the limit is held in memory.
+    /// All bytes of standard input, at most `limit`. Reading stops at the first byte over the limit
+    /// (an endless input such as `yes` is not read on), which is a data error: nothing larger than
+    /// the limit is held in memory, and nothing is written.
     static func readAll(limit: Int) throws(ToolError) -> [UInt8] {
         var bytes: [UInt8] = []
-        var total = 0
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress!, $0.count) }
+            // Ask for no more than one byte past the limit.
+            let wanted = min(chunk.count, limit + 1 - bytes.count)
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress!, wanted) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw .failure("cannot read standard input: \(Errno(rawValue: errno))")
             }
-            if count == 0 { break }
-            total += count
-            if total <= limit { bytes += chunk[0..<count] }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+            if bytes.count > limit {
+                throw .data("the value on standard input is over the limit of \(limit) bytes (reading stopped at byte \(limit + 1)); nothing was written")
+            }
         }
-        guard total <= limit else { throw .store(.valueTooLarge(length: total, limit: limit)) }
-        return bytes
     }
 }

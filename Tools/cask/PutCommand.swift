@@ -7,6 +7,7 @@ struct PutCommand: Subcommand {
         abstract: "Store standard input as the value of a key.",
         discussion: [
             "Reads standard input to its end and stores its bytes, unchanged, as the value of <key>, replacing any previous value. Creates the store when <dir> does not exist. Takes the store's lock, so it fails while another process has the store open for writing. The value is on disk (fdatasync) when the command exits 0.",
+            "A value is at most \(CaskStore.Options().maxValueSize) bytes (64 MiB): reading stops at the first byte over that, and the command exits 65 with nothing written. A key is 1 to \(Limits.maxKeyLength) bytes.",
         ],
         arguments: [StoreAccess.directoryArgument, StoreAccess.keyArgument],
         options: [KeyEscaping.escapedFlag])
