@@ -321,4 +321,58 @@ final class HostileFileSystemTests: XCTestCase {
         after["dangling"] = nil
         XCTAssertEqual(after, before)
     }
+
+    // MARK: A nearly full disk
+
+    /// Issue 27, finding 7: a 1-byte put needed more than 2 MiB free (the writer reserved its whole
+    /// step or failed), so on a nearly full disk not even a delete could free space. On a 4 MiB
+    /// tmpfs (root only) filled to 64 KiB of free space, puts and deletes of small values go on.
+    func testSmallWritesGoOnWhenTheDiskHasNoRoomForAReservationStep() throws {
+        let mountPoint = TemporaryDirectory("cask-full-disk")
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint.path]
+        mount.standardError = FileHandle.nullDevice
+        guard getuid() == 0, (try? mount.run()) != nil, ({ mount.waitUntilExit(); return mount.terminationStatus == 0 })() else {
+            throw XCTSkip("needs root and mount(8) to make a small tmpfs")
+        }
+        defer {
+            let unmount = Process()
+            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            unmount.arguments = [mountPoint.path]
+            try? unmount.run()
+            unmount.waitUntilExit()
+        }
+        let dir = mountPoint.appending("s")
+        var store = try CaskStore.open(at: dir)
+        try store.put("first", [1])
+        try store.close()
+        // Fill the file system but for 64 KiB.
+        var info = statvfs()
+        XCTAssertEqual(statvfs(mountPoint.path, &info), 0)
+        let free = Int(info.f_bavail) * Int(info.f_frsize)
+        try Data(count: free - (64 << 10)).write(to: URL(fileURLWithPath: mountPoint.appending("filler")))
+        XCTAssertEqual(statvfs(mountPoint.path, &info), 0)
+        XCTAssertLessThanOrEqual(Int(info.f_bavail) * Int(info.f_frsize), 64 << 10, "the filler left more room than meant")
+        store = try CaskStore.open(at: dir)
+        for index in 0..<10 { try store.put("small\(index)", [UInt8(index)]) }
+        try store.delete("first")
+        try store.close()
+        store = try CaskStore.open(at: dir)
+        XCTAssertNil(try store.get("first"))
+        for index in 0..<10 { XCTAssertEqual(try store.get("small\(index)"), [UInt8(index)]) }
+        // A value larger than the free space (random bytes: LZ4 cannot shrink them) still fails
+        // cleanly, and loses nothing.
+        let large = (0..<(1 << 20)).map { _ in UInt8.random(in: 0 ... 255) }
+        XCTAssertThrowsError(try store.put("large", large)) { error in
+            guard case .diskFull? = error as? CaskError else { return XCTFail("\(error)") }
+        }
+        try store.put("after", [9])
+        try store.close()
+        store = try CaskStore.open(at: dir)
+        XCTAssertEqual(try store.get("small9"), [9])
+        XCTAssertEqual(try store.get("after"), [9])
+        XCTAssertNil(try store.get("large")?.count)
+        try store.close()
+    }
 }

@@ -106,13 +106,23 @@ final class ReservedSpaceTests: XCTestCase {
     }
 
     /// A full disk fails the reservation: the put that needed it throws `diskFull`, nothing of it
-    /// is stored, every earlier value stays, and writes go on once there is space again.
+    /// is stored, every earlier value stays, and writes go on once there is space again. A disk
+    /// with no room for a whole reservation step but room for the put's pages (the step fails,
+    /// the pages do not) fails no put.
     func testAFullDiskFailsTheReservationAndLosesNothing() throws {
+        for roomForPages in [false, true] {
+            try checkFullDisk(roomForPages: roomForPages)
+        }
+    }
+
+    private func checkFullDisk(roomForPages: Bool) throws {
         let dir = TemporaryDirectory("cask-reserved-full")
         defer { dir.remove() }
         let fileSystem = FaultInjectingFileSystem(mappedWrites: true)
         let store = try CaskStore.open(at: dir.path, options: options(fileSystem: fileSystem))
+        // The third reservation's step; then its fallback to the put's own pages.
         fileSystem.fail(.allocate, nth: 3, with: .noSpace)
+        if !roomForPages { fileSystem.fail(.allocate, nth: 4, with: .noSpace) }
         var model: [[UInt8]: [UInt8]] = [:]
         var failures = 0
         var rng = SeededGenerator(seed: 0xF011)
@@ -128,8 +138,8 @@ final class ReservedSpaceTests: XCTestCase {
                 XCTAssertNil(try store.get(key))
             }
         }
-        XCTAssertEqual(failures, 1)
-        XCTAssertEqual(model.count, 39_999)
+        XCTAssertEqual(failures, roomForPages ? 0 : 1)
+        XCTAssertEqual(model.count, roomForPages ? 40_000 : 39_999)
         try assertContents(store, model, "after the full disk")
         try store.close()
         try assertReopensClean(dir.path, model)

@@ -121,25 +121,38 @@ package struct StoreWriter: ~Copyable {
 
     /// Reserves space in the active segment's file up to at least `needed` bytes, a step
     /// (``reservationStep`` or ``hugePageReservationStep``) at a time (never past the mapping), so
-    /// that it ends on a multiple of the step. Where the file system cannot
-    /// reserve, turns mapped writes off for this segment instead.
+    /// that it ends on a multiple of the step. On a disk too full for a step, reserves only the
+    /// pages `needed` reaches, so that a small write (a delete's tombstone above all, which is how
+    /// space is freed) needs only its own bytes free. Where the file system cannot reserve, turns
+    /// mapped writes off for this segment instead.
     private mutating func reserve(upTo needed: Int64) throws(CaskError) {
         let step = active.hasHugePages ? Self.hugePageReservationStep : Self.reservationStep
-        let target = min(Int64(active.mappedLength), (needed + step - 1) / step * step)
+        let mapped = Int64(active.mappedLength)
         let from = max(reserved, flushed)
-        do throws(Errno) {
-            try fileSystem.allocate(active.fd, offset: from, length: target - from)
-        } catch {
-            if error == .notSupported || error == .invalidArgument {
-                writesThroughMapping = false
+        var target = min(mapped, (needed + step - 1) / step * step)
+        while true {
+            do throws(Errno) {
+                try fileSystem.allocate(active.fd, offset: from, length: target - from)
+                reserved = target
                 return
+            } catch {
+                if error == .notSupported || error == .invalidArgument {
+                    writesThroughMapping = false
+                    return
+                }
+                // A reservation that ran out of space part way may still have lengthened the file.
+                try? fileSystem.ftruncate(active.fd, length: max(reserved, flushed))
+                let pages = min(mapped, (needed + Self.smallReservationStep - 1) / Self.smallReservationStep * Self.smallReservationStep)
+                guard error == .noSpace || error == .quotaExceeded, pages < target else {
+                    throw CaskError.from(error, operation: "fallocate", path: active.path)
+                }
+                target = pages
             }
-            // A reservation that ran out of space part way may still have lengthened the file.
-            try? fileSystem.ftruncate(active.fd, length: max(reserved, flushed))
-            throw CaskError.from(error, operation: "fallocate", path: active.path)
         }
-        reserved = target
     }
+
+    /// What a reservation rounds to when the disk has no room for a whole step: a 4 KiB page.
+    static let smallReservationStep: Int64 = 4096
 
     /// Gives back the reserved space past `end` (the file ends at its last record again), before
     /// the active segment is sealed or the store closes.
