@@ -34,4 +34,23 @@ final class HostileInputTests: XCTestCase {
         let help = try ToolTests.cask(["put", "--help"]).out
         XCTAssertTrue(help.contains("A value is at most \(limit) bytes (64 MiB): reading stops at the first byte over\nthat, and the command exits 65 with nothing written."), help)
     }
+
+    /// A byte-order mark may start the input (and only there: see ToolExportTests' malformed lines);
+    /// raw bytes in a string must be UTF-8.
+    func testImportTakesAByteOrderMarkAtTheStartAndRefusesInvalidUTF8() throws {
+        let dir = TemporaryDirectory("cask-input")
+        var input = Data([0xEF, 0xBB, 0xBF])
+        input += Data("{\"key\":\"k\",\"value\":\"v\"}\n".utf8)
+        var run = try ToolTests.cask(["import", dir.appending("s")], stdin: input)
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(try ToolTests.cask(["get", dir.appending("s"), "k"]).out, "v")
+        // The column of the first byte that cannot be part of the sequence.
+        for (bytes, column) in [([0xC3, 0x28], 22), ([0xED, 0xA0, 0x80], 22), ([0xF4, 0x90, 0x80, 0x80], 22), ([0xE2, 0x82], 23), ([0xFF], 21)] as [([UInt8], Int)] {
+            let line = Data(#"{"key":"k","value":""#.utf8) + Data(bytes) + Data("\"}\n".utf8)
+            run = try ToolTests.cask(["import", dir.appending("t")], stdin: line)
+            XCTAssertEqual(run.status, 65, "\(bytes)")
+            XCTAssertTrue(run.err.hasPrefix("Error: line 1 of standard input: not valid UTF-8 ("), run.err)
+            XCTAssertTrue(run.err.hasSuffix(" at column \(column); nothing was imported\n"), run.err)
+        }
+    }
 }

@@ -494,7 +494,7 @@ final class ToolExportTests: XCTestCase {
         let target = dir.appending("store")
         var run = try cask(["import", target, "--batch-size", "10"], stdin: input)
         XCTAssertEqual(run.status, 65)
-        XCTAssertEqual(run.err, "Error: line 1500 of standard input: \"valueBase64\" is not valid base64; nothing was imported\n")
+        XCTAssertEqual(run.err, "Error: line 1500 of standard input: \"valueBase64\" is not valid base64: its length is not a multiple of 4 (padding with '=' is required); nothing was imported\n")
         XCTAssertEqual(run.out, "")
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "no store is created")
 
@@ -506,14 +506,29 @@ final class ToolExportTests: XCTestCase {
         try input.write(to: URL(fileURLWithPath: file))
         run = try cask(["import", target, "--input", file, "--batch-size", "10"])
         XCTAssertEqual(run.status, 65)
-        XCTAssertEqual(run.err.split(separator: "\n").last.map(String.init), "Error: line 1500 of \(file): \"valueBase64\" is not valid base64; nothing was imported")
+        XCTAssertEqual(run.err.split(separator: "\n").last.map(String.init), "Error: line 1500 of \(file): \"valueBase64\" is not valid base64: its length is not a multiple of 4 (padding with '=' is required); nothing was imported")
         XCTAssertEqual(try contents(of: target), [Array("k1".utf8): .init(key: Array("k1".utf8), value: Array("before".utf8))])
 
         // Each way a line can be wrong names its line; blank lines count and are skipped.
         let cases: [(String, String)] = [
-            ("nope", "not valid JSON"),
+            ("nope", "not valid JSON: expected '{' at column 1"),
             (#"["k","v"]"#, "not a JSON object"),
-            (#"{"key":"k","value":"v"} trailing"#, "not valid JSON"),
+            (#"{"key":"k","value":"v"} trailing"#, "not valid JSON: text after the object at column 25"),
+            // Issue 27, finding 5: each of these was accepted (the first of two fields winning).
+            (#"{"key":"k","value":"v","key":"other"}"#, #"the field "key" appears twice at column 24"#),
+            (#"{"key":"k","value":"v",}"#, "not valid JSON: a trailing comma before '}' at column 24"),
+            ("\u{FEFF}{\"key\":\"k\",\"value\":\"v\"}", "a byte-order mark (U+FEFF) is allowed only at the start of the input at column 1"),
+            (#"{"key":"k","valueBase64":"ax=="}"#, #""valueBase64" is not valid base64: its last character has bits set past the data (not the canonical encoding)"#),
+            (#"{"key":"k","valueBase64":"a w="}"#, #""valueBase64" is not valid base64: it has a character outside the base64 alphabet (or '=' before the end) at offset 1"#),
+            (#"{"key":"k","valueBase64":"YQ="}"#, #""valueBase64" is not valid base64: its length is not a multiple of 4 (padding with '=' is required)"#),
+            // A bad escape and a raw control character were "value is not a string".
+            (#"{"key":"k","value":"a\qb"}"#, #"not valid JSON: an invalid escape '\q' in a string at column 22"#),
+            ("{\"key\":\"k\",\"value\":\"a\u{01}b\"}", "not valid JSON: a raw control character (byte 0x01) in a string; escape it at column 22"),
+            (#"{"key":"k","value":"\ud800"}"#, #"not valid JSON: \uD800 is a lone UTF-16 surrogate at column 21"#),
+            (#"{"key":"k","value":"v","expiresAtMilliseconds":01}"#, "not valid JSON: a number with a leading zero at column 48"),
+            (#"{"key":"k","value":"v","expiresAtMilliseconds":1e3}"#, #""expiresAtMilliseconds" is not an integer from 0 to 18446744073709551615"#),
+            (#"{"key":"k","value":"v","expiresAtMilliseconds":18446744073709551616}"#, #""expiresAtMilliseconds" is not an integer from 0 to 18446744073709551615"#),
+            (#"{'key':"k","value":"v"}"#, "not valid JSON: expected a field name in double quotes at column 2"),
             (#"{"value":"v"}"#, #"no key: give "key" (UTF-8 text) or "keyBase64""#),
             (#"{"key":"k","keyBase64":"aw==","value":"v"}"#, #"both "key" and "keyBase64" (give one)"#),
             (#"{"key":"","value":"v"}"#, "the key is empty (keys are 1 to 65535 bytes)"),

@@ -40,14 +40,15 @@ struct ExportCommand: Subcommand {
         let store = try StoreAccess.openForReading(directory)
         defer { try? store.close() }
         let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
-        let encoder = JSONLines.encoder()
+        var line: [UInt8] = []
         let progress = ProgressReporter(label: "exporting", output: output, unit: .items("keys"))
         var exported = 0
         progress.update(0, of: Int64(keys.count))
         for (position, key) in keys.enumerated() {
             // A key deleted or expired since it was listed has no entry: skip it.
             if let entry = try CaskError.wrap({ () throws(CaskError) in try store.entry(key) }) {
-                let line = try JSONLines.line(ExportLine(entry), encoder: encoder)
+                line.removeAll(keepingCapacity: true)
+                ExportLine.append(entry, to: &line)
                 if let sink { try sink.write(line) } else { output.write(line) }
                 exported += 1
             }

@@ -88,13 +88,12 @@ struct ImportCommand: Subcommand {
     private func check(_ input: ImportInput, _ output: Output) throws(ToolError) -> Checked {
         let progress = ProgressReporter(label: "checking", output: output)
         defer { progress.finish() }
-        let decoder = JSONDecoder()
         var reader = input.firstReading(maxLineLength: maxLineLength)
         var entries = 0
         while let line = try reader.next() {
             if let total = input.knownSize { progress.update(reader.bytesConsumed, of: total) }
             if Self.isBlank(line) { continue }
-            do { _ = try ExportLine.decode(Array(line), decoder: decoder, maxValueSize: maxValueSize) } catch {
+            do { _ = try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize) } catch {
                 throw .data("line \(reader.lineNumber) of \(input.name): \(error.reason); nothing was imported")
             }
             entries += 1
@@ -106,7 +105,6 @@ struct ImportCommand: Subcommand {
     private func apply(_ input: ImportInput, _ checked: Checked, to store: CaskStore, _ output: Output) throws(ToolError) -> Int {
         let progress = ProgressReporter(label: "importing", output: output)
         defer { progress.finish() }
-        let decoder = JSONDecoder()
         var reader = try input.secondReading(maxLineLength: maxLineLength)
         var batch = WriteBatch(), batchBytes = 0
         var imported = 0, batches = 0
@@ -125,7 +123,7 @@ struct ImportCommand: Subcommand {
         while reader.lineNumber < checked.lines, let line = try reader.next() {
             if Self.isBlank(line) { continue }
             let entry: CaskStore.Entry
-            do { entry = try ExportLine.decode(Array(line), decoder: decoder, maxValueSize: maxValueSize) } catch {
+            do { entry = try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize) } catch {
                 throw .failure("\(input.name) changed while it was imported: line \(reader.lineNumber): \(error.reason) (\(partly()))")
             }
             if batch.count == batchSize || (!batch.isEmpty && batchBytes + entry.key.count + entry.value.count > Self.batchByteLimit) {
