@@ -40,7 +40,8 @@ Tools/setup.sh
 scratch="${CASK_FUZZ_SCRATCH:-/tmp/cask-fuzz}"
 mkdir -p "$scratch"
 binary="$scratch/cask-fuzz"
-mapfile -t sources < <(find Sources/Cask Tests/Fuzz -name '*.swift' | sort)
+# The tool's JSON Lines reader and writer have no dependency of their own: they join the build.
+mapfile -t sources < <({ find Sources/Cask Tests/Fuzz -name '*.swift'; ls Tools/cask/ExportLineParser.swift Tools/cask/ExportLineWriter.swift Tools/cask/Base64.swift; } | sort)
 echo "== building $binary" >&2
 # The library's C files (CRC-32C with the CPU's instruction, `fallocate`; CCaskCPU's prefetch and
 # atomics are headers), then everything else.
@@ -59,7 +60,7 @@ swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -pack
 # (the runtime's caches look like leaks), memory use is.
 export SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0
 status=0
-for target in store-image object-decoder lz4-expander; do
+for target in store-image object-decoder lz4-expander json-lines; do
   [[ -n "$only" && "$only" != "$target" ]] && continue
   seeds="Tests/Fuzz/Corpus/$target"
   if [[ $write_seeds == 1 ]]; then
@@ -73,7 +74,7 @@ for target in store-image object-decoder lz4-expander; do
   mkdir -p "$corpus"
   # CI: a fixed number of inputs from a fixed seed, so that a run is reproducible (and cannot fail
   # by chance); about 30 s each on a 2-core machine.
-  declare -A ci_runs=([store-image]=1500 [object-decoder]=300000 [lz4-expander]=500000)
+  declare -A ci_runs=([store-image]=1500 [object-decoder]=300000 [lz4-expander]=500000 [json-lines]=1000000)
   [[ $ci == 1 ]] && runs="${ci_runs[$target]}"
   if [[ -n "$runs" ]]; then
     limit=(-runs="$runs" -seed=1)

@@ -8,17 +8,19 @@ import Glibc
 //   store-image     a store directory image through verify, open, compaction, reopen and repair
 //   object-decoder  arbitrary bytes through the binary object decoder
 //   lz4-expander    arbitrary bytes as an LZ4 block, through the read path's expander and liblz4
+//   json-lines      arbitrary bytes as a line of `cask import` input, through the tool's strict reader
 // With `CASK_FUZZ_WRITE_SEEDS=DIR` set, the binary writes the target's seed corpus into DIR and exits.
 
 private enum FuzzTarget: String {
     case storeImage = "store-image"
     case objectDecoder = "object-decoder"
     case lz4Expander = "lz4-expander"
+    case jsonLines = "json-lines"
 
     static let selected: FuzzTarget = {
         let name = ProcessInfo.processInfo.environment["CASK_FUZZ_TARGET"] ?? ""
         guard let target = FuzzTarget(rawValue: name) else {
-            fatalError("set CASK_FUZZ_TARGET to store-image, object-decoder or lz4-expander (got '\(name)')")
+            fatalError("set CASK_FUZZ_TARGET to store-image, object-decoder, lz4-expander or json-lines (got '\(name)')")
         }
         return target
     }()
@@ -34,6 +36,7 @@ public func fuzzerInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMut
         case .storeImage: try StoreImageFuzzer.writeSeeds(to: seeds)
         case .objectDecoder: try ObjectDecoderFuzzer.writeSeeds(to: seeds)
         case .lz4Expander: try LZ4ExpanderFuzzer.writeSeeds(to: seeds)
+        case .jsonLines: try JSONLinesFuzzer.writeSeeds(to: seeds)
         }
     } catch {
         fatalError("writing the seed corpus: \(error)")
@@ -48,6 +51,7 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> C
     case .storeImage: StoreImageFuzzer.run(bytes)
     case .objectDecoder: ObjectDecoderFuzzer.run(bytes)
     case .lz4Expander: LZ4ExpanderFuzzer.run(bytes)
+    case .jsonLines: JSONLinesFuzzer.run(bytes)
     }
     return 0
 }
