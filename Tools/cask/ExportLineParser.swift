@@ -27,6 +27,12 @@ enum ExportLineParser {
     /// The fields of a line, by name.
     private enum Field: String, CaseIterable {
         case expiresAtMilliseconds, key, keyBase64, value, valueBase64
+
+        /// The field named by these bytes, compared without making a string.
+        init?(_ name: [UInt8]) {
+            guard let field = Field.allCases.first(where: { $0.rawValue.utf8.elementsEqual(name) }) else { return nil }
+            self = field
+        }
     }
 
     /// The entry `line` describes. `isFirstLine`: the line starts the input (a byte-order mark
@@ -34,7 +40,7 @@ enum ExportLineParser {
     static func parse(_ line: ArraySlice<UInt8>, isFirstLine: Bool) throws(ExportLineProblem) -> ExportEntry {
         var cursor = Cursor(line)
         if isFirstLine, cursor.startsWithByteOrderMark { cursor.position += 3 }
-        var fields: [Field: FieldValue] = [:]
+        var fields = Fields()
         cursor.skipWhitespace()
         guard let first = cursor.peek() else { throw cursor.problem("not a JSON object: the line is empty") }
         guard first == UInt8(ascii: "{") else {
@@ -59,7 +65,7 @@ enum ExportLineParser {
                     throw cursor.problem(cursor.peek() == UInt8(ascii: "}") ? "not valid JSON: a trailing comma before '}'" : "not valid JSON: expected a field name in double quotes", at: nameStart)
                 }
                 let name = try cursor.string()
-                guard let field = Field(rawValue: String(decoding: name, as: UTF8.self)) else {
+                guard let field = Field(name) else {
                     throw cursor.problem("unknown field \"\(String(decoding: name, as: UTF8.self))\" (a line has \"key\" or \"keyBase64\", \"value\" or \"valueBase64\", and may have \"expiresAtMilliseconds\")")
                 }
                 if fields[field] != nil { throw cursor.problem("the field \"\(field.rawValue)\" appears twice", at: nameStart) }
@@ -91,7 +97,7 @@ enum ExportLineParser {
     }
 
     /// The bytes of a `name` / `nameBase64` pair, exactly one of which must be present.
-    private static func bytes(_ fields: [Field: FieldValue], _ text: Field, _ base64: Field, _ name: String) throws(ExportLineProblem) -> [UInt8] {
+    private static func bytes(_ fields: Fields, _ text: Field, _ base64: Field, _ name: String) throws(ExportLineProblem) -> [UInt8] {
         func string(_ field: Field) throws(ExportLineProblem) -> [UInt8]? {
             switch fields[field] {
             case nil: return nil
@@ -110,6 +116,32 @@ enum ExportLineParser {
             throw ExportLineProblem(reason: "no \(name): give \"\(name)\" (UTF-8 text) or \"\(name)Base64\"")
         case (_?, _?):
             throw ExportLineProblem(reason: "both \"\(name)\" and \"\(name)Base64\" (give one)")
+        }
+    }
+
+    /// The values of a line's fields, by field (a dictionary would cost a hash per field).
+    private struct Fields {
+        private var values: (FieldValue?, FieldValue?, FieldValue?, FieldValue?, FieldValue?) = (nil, nil, nil, nil, nil)
+
+        subscript(field: Field) -> FieldValue? {
+            get {
+                switch field {
+                case .expiresAtMilliseconds: values.0
+                case .key: values.1
+                case .keyBase64: values.2
+                case .value: values.3
+                case .valueBase64: values.4
+                }
+            }
+            set {
+                switch field {
+                case .expiresAtMilliseconds: values.0 = newValue
+                case .key: values.1 = newValue
+                case .keyBase64: values.2 = newValue
+                case .value: values.3 = newValue
+                case .valueBase64: values.4 = newValue
+                }
+            }
         }
     }
 

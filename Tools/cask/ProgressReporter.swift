@@ -49,10 +49,11 @@ final class ProgressReporter {
         let elapsed = Date().timeIntervalSince(started)
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
         let eta = rate > 0 ? Double(total - done) / rate : 0
-        let speed = unit.rate(Int64(rate))
+        // The rate is formatted only for a line that is printed: callers update once per item.
         if isTerminal {
             guard elapsed - drawnAt >= 0.1 || done >= total else { return }
             drawnAt = elapsed
+            let speed = unit.rate(Int64(rate))
             let width = 30
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
@@ -62,6 +63,7 @@ final class ProgressReporter {
             let tenth = Int(fraction * 10)
             guard tenth > lastTenth else { return }
             lastTenth = tenth
+            let speed = unit.rate(Int64(rate))
             output.error(String(format: "%@: %.0f%% (%@, %@)\n", label, fraction * 100, unit.amounts(done, of: total), speed))
         }
     }
