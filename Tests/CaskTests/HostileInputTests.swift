@@ -53,4 +53,98 @@ final class HostileInputTests: XCTestCase {
             XCTAssertTrue(run.err.hasSuffix(" at column \(column); nothing was imported\n"), run.err)
         }
     }
+
+    // MARK: Messages and exit codes (issue 27, findings 8 and 9)
+
+    /// A closed store of one key, `k`.
+    private func store() throws -> TemporaryDirectory {
+        let dir = TemporaryDirectory("cask-input")
+        let store = try CaskStore.open(at: dir.appending("s"))
+        try store.put("k", Array("v".utf8))
+        try store.close()
+        return dir
+    }
+
+    func testMessagesNameWhatHappened() throws {
+        let dir = try store()
+        let s = dir.appending("s")
+        // No library jargon ("open with createIfMissing") in the tool.
+        var run = try ToolTests.cask(["get", dir.appending("missing"), "k"])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.err, "Error: store directory \(dir.appending("missing")) does not exist; check the path (commands that write, such as put, create it)\n")
+        // A read with a key over the limit did not write anything, and says so.
+        run = try ToolTests.cask(["get", s, String(repeating: "k", count: 65_536)])
+        XCTAssertEqual(run.status, 64)
+        XCTAssertTrue(run.err.hasPrefix("Error: key is 65536 bytes, over the limit of 65535 bytes (keys are 1 to 65535 bytes); nothing was read or written\n"), run.err)
+        // import with standard input closed imported 0 entries and exited 0; a directory as input
+        // printed "NSCocoaErrorDomain error 256".
+        let closed = try shell("'\(ToolTests.toolPath)' import '\(dir.appending("t"))' <&-")
+        XCTAssertEqual(closed.status, 1, closed.err)
+        XCTAssertEqual(closed.err, "Error: cannot read standard input: it is closed; give --input <file> or redirect a file to it\n")
+        run = try ToolTests.cask(["import", dir.appending("t"), "--input", dir.path])
+        XCTAssertEqual(run.status, 1, run.err)
+        XCTAssertEqual(run.err, "Error: cannot read \(dir.path): it is a directory; name a file\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appending("t")))
+    }
+
+    /// A segment of a format version this Cask cannot read is data it refuses: exit 65, as for an
+    /// unsupported header length (it exited 1).
+    func testUnsupportedFormatVersionExits65() throws {
+        let dir = try store()
+        let segment = dir.appending("s/" + SegmentName.segment(1))
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: segment)))
+        bytes[8] = 2  // format version 2, the header's checksum made right again
+        let checksum = bytes.withUnsafeBytes { CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: $0[0..<36])) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(36..<40, with: $0) }
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+        for arguments in [["get", dir.appending("s"), "k"], ["verify", dir.appending("s")]] {
+            let run = try ToolTests.cask(arguments)
+            XCTAssertEqual(run.status, 65, "\(arguments): \(run.err)")
+            XCTAssertTrue(run.err.contains("Error: \(segment) has format version 2, which this Cask (format 1) cannot read"), run.err)
+        }
+    }
+
+    /// `stat` counted expired keys among the keys.
+    func testStatDoesNotCountExpiredKeys() throws {
+        let dir = TemporaryDirectory("cask-input")
+        let store = try CaskStore.open(at: dir.path)
+        try store.put("stays", [1])
+        try store.put("goes", [2], expiresAfter: .milliseconds(1))
+        Thread.sleep(forTimeInterval: 0.05)
+        let statistics = try store.statistics()
+        XCTAssertEqual(statistics.keys, 1)
+        XCTAssertEqual(statistics.expiredKeys, 1)
+        try store.close()
+        let run = try ToolTests.cask(["stat", dir.path, "--json"])
+        XCTAssertEqual(run.status, 0, run.err)
+        let report = try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any]
+        XCTAssertEqual(report?["keys"] as? Int, 1, run.out)
+    }
+
+    /// As another user (CI runs as root): a store this user may not read says "cannot read", not
+    /// "cannot write … open the store read-only"; `recover --dry-run` of a store whose LOCK it may
+    /// not read (but whose segments it may) runs without taking the lock.
+    func testPermissionMessagesAsAnotherUser() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv(1) to run the tool as user 65534")
+        }
+        let dir = try store()
+        let s = dir.appending("s")
+        XCTAssertEqual(chmod(dir.path, 0o755), 0)
+        func asNobody(_ arguments: [String]) throws -> (status: Int32, err: String) {
+            let quoted = arguments.map { "'\($0)'" }.joined(separator: " ")
+            return try shell("/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups '\(ToolTests.toolPath)' \(quoted)")
+        }
+        XCTAssertEqual(chmod(s, 0o700), 0)
+        var run = try asNobody(["get", s, "k"])
+        XCTAssertEqual(run.status, 1, run.err)
+        XCTAssertEqual(run.err, "Error: cannot read \(s): Permission denied (errno 13); check its permissions (a store's files are readable by their owner only)\n")
+        // Segments readable, LOCK not.
+        XCTAssertEqual(chmod(s, 0o755), 0)
+        for name in try FileManager.default.contentsOfDirectory(atPath: s) where name != "LOCK" {
+            XCTAssertEqual(chmod(s + "/" + name, 0o644), 0)
+        }
+        run = try asNobody(["recover", s, "--dry-run"])
+        XCTAssertEqual(run.status, 0, run.err)
+    }
 }

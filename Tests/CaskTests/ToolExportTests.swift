@@ -217,14 +217,14 @@ final class ToolExportTests: XCTestCase {
         XCTAssertEqual(run.err, "Error: \(CaskError.io(operation: "inspect", path: missing, errno: .noEntry))\n")
         run = try cask(["export", missing])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: \(CaskError.directoryMissing(path: missing))\n")
+        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n")
         run = try cask(["dump", dir.path, "--segment", "9"])
         XCTAssertEqual(run.status, 1)
         XCTAssertEqual(run.err, "Error: \(CaskError.io(operation: "open", path: dir.appending("0000000009.cask"), errno: .noEntry))\n")
         XCTAssertEqual(run.out, "")
         run = try cask(["import", missing, "--input", dir.appending("no-such-file")])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: cannot open \(dir.appending("no-such-file")): no such file\n")
+        XCTAssertEqual(run.err, "Error: cannot open \(dir.appending("no-such-file")): No such file or directory\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: missing), "a failed import created the store")
 
         // Malformed input: 65, and nothing written.

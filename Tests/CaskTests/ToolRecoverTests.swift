@@ -219,7 +219,7 @@ final class ToolRecoverTests: XCTestCase {
         let missing = fixture.root.appending("no-such-store")
         var run = try cask(["recover", missing])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: \(CaskError.directoryMissing(path: missing))\n")
+        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
         run = try cask(["import-defaults", fixture.path, fixture.root.appending("no-such.plist")])
         XCTAssertEqual(run.status, 1)

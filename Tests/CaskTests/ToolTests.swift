@@ -231,7 +231,7 @@ final class ToolTests: XCTestCase {
         for arguments in [["get", missing, "k"], ["list", missing], ["stat", missing], ["delete", missing, "k"]] {
             run = try cask(arguments)
             XCTAssertEqual(run.status, 1, "\(arguments)")
-            XCTAssertEqual(run.err, "Error: \(CaskError.directoryMissing(path: missing))\n", "\(arguments)")
+            XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n", "\(arguments)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: missing), "\(arguments) created the store")
         }
         run = try cask(["verify", missing])

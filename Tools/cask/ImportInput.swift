@@ -20,17 +20,21 @@ final class ImportInput {
 
     init(path: String?) throws(ToolError) {
         if let path {
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw .failure("cannot open \(path): \(FileManager.default.fileExists(atPath: path) ? "permission denied" : "no such file")")
-            }
-            self.handle = handle
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+            guard fd >= 0 else { throw .failure("cannot open \(path): \(String(cString: strerror(errno)))") }
+            handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             name = path
         } else {
             handle = FileHandle.standardInput
             name = "standard input"
         }
         var info = stat()
-        let isRegular = fstat(handle.fileDescriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        guard fstat(handle.fileDescriptor, &info) == 0 else {
+            let cause = errno == EBADF ? "it is closed" : String(cString: strerror(errno))
+            throw .failure("cannot read \(name): \(cause); give --input <file> or redirect a file to it")
+        }
+        if info.st_mode & S_IFMT == S_IFDIR { throw .failure("cannot read \(name): it is a directory; name a file") }
+        let isRegular = (info.st_mode & S_IFMT) == S_IFREG
         startOffset = isRegular ? ((try? handle.offset()) ?? 0) : 0
         knownSize = isRegular ? max(0, Int64(info.st_size) - Int64(startOffset)) : nil
         if !isRegular { spool = try Self.makeSpool() }

@@ -8,12 +8,14 @@ enum ToolError: Error {
     case failure(String)
     /// Exit 65 with this message: the input given to the command is malformed (`import`).
     case data(String)
-    /// A store error: exit 65 when it is damage on disk, 1 otherwise.
+    /// A store error: exit 65 when it is damage on disk or a format this Cask cannot read, 1 otherwise.
     case store(CaskError)
 
     var message: String {
         switch self {
         case .usage(let message), .failure(let message), .data(let message): message
+        // The library's advice names an option; the tool's user has none to set.
+        case .store(.directoryMissing(let path)): "store directory \(path) does not exist; check the path (commands that write, such as put, create it)"
         case .store(let error): error.description
         }
     }
@@ -23,7 +25,7 @@ enum ToolError: Error {
         case .usage: .usage
         case .failure: .failure
         case .data: .dataError
-        case .store(.corruptRecord), .store(.corruptFile): .dataError
+        case .store(.corruptRecord), .store(.corruptFile), .store(.unsupportedFormat): .dataError
         case .store: .failure
         }
     }

@@ -21,7 +21,7 @@ extension CaskStore {
         }
         let names: [String]
         do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory)
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
         }
         let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
         let inspector = SegmentInspector(fileSystem: fileSystem)

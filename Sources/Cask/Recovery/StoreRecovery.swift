@@ -53,7 +53,7 @@ package struct StoreRecovery {
     package func run() throws(CaskError) -> Result {
         let names: [String]
         do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory)
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
         }
         if writable {
             for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
@@ -208,12 +208,12 @@ package struct StoreRecovery {
         do {
             fd = try fileSystem.open(segmentPath, flags: keepOpenForWriting ? O_RDWR : O_RDONLY, mode: 0)
         } catch {
-            throw CaskError.from(error, operation: "open", path: segmentPath)
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: !keepOpenForWriting)
         }
         var length: Int64
         do { length = try fileSystem.fileSize(fd) } catch {
             fileSystem.close(fd)
-            throw CaskError.from(error, operation: "fstat", path: segmentPath)
+            throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
         }
         // The last segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)

@@ -129,11 +129,13 @@ package struct StoreRepair {
 
     /// A dry run changes nothing, the lock file included: it takes the lock on `LOCK` without
     /// writing its pid, and without creating the file (when there is none, no writer has the store).
+    /// A `LOCK` this process may not read (another user's store) is not taken either: the dry run
+    /// then reads the store as `verify` does, alongside any writer.
     private func lockWithoutWriting() throws(CaskError) -> Int32? {
         let lockPath = path(SegmentName.lockFile)
         let fd: Int32
         do { fd = try fileSystem.open(lockPath, flags: O_RDONLY, mode: 0) } catch {
-            if error == .noEntry { return nil }
+            if error == .noEntry || error == .permissionDenied { return nil }
             throw CaskError.from(error, operation: "open", path: lockPath)
         }
         do { try fileSystem.lock(fd, exclusive: true) } catch {
@@ -185,7 +187,7 @@ package struct StoreRepair {
     private func makePlan(progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) -> Plan {
         let names: [String]
         do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory)
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
         }
         let present = Set(names)
         var plan = Plan(report: RepairReport(directory: directory))
@@ -257,7 +259,7 @@ package struct StoreRepair {
             defer { fileSystem.close(fd) }
             return try fileSystem.fileSize(fd)
         } catch {
-            throw CaskError.from(error, operation: "stat", path: path(name))
+            throw CaskError.from(error, operation: "stat", path: path(name), reading: true)
         }
     }
 
@@ -276,7 +278,7 @@ package struct StoreRepair {
         let manifestPath = path(CompactionManifest.fileName)
         let bytes: [UInt8]?
         do { bytes = try readAll(manifestPath, limit: Int64(16 + CompactionManifest.maxInputs * 8 + 4)) } catch {
-            throw CaskError.from(error, operation: "read", path: manifestPath)
+            throw CaskError.from(error, operation: "read", path: manifestPath, reading: true)
         }
         return bytes?.withBytes { CompactionManifest.decode($0) }
     }
@@ -332,12 +334,12 @@ package struct StoreRepair {
         let segmentPath = path(SegmentName.segment(id))
         let fd: Int32
         do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
-            throw CaskError.from(error, operation: "open", path: segmentPath)
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
         }
         defer { fileSystem.close(fd) }
         let length: Int64
         do { length = try fileSystem.fileSize(fd) } catch {
-            throw CaskError.from(error, operation: "fstat", path: segmentPath)
+            throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
         }
         let header = try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem)
         var analysis = SegmentAnalysis(id: id, path: segmentPath, length: length, header: header, hasHint: hasHint)
@@ -810,7 +812,7 @@ package struct StoreRepair {
                 throw error
             }
         } catch {
-            throw CaskError.from(error, operation: "open", path: segmentPath)
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
         }
         // The file object owns the descriptor from here, and closes it.
         let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem)

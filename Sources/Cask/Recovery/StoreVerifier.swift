@@ -46,7 +46,7 @@ package struct StoreVerifier {
         }
         let names: [String]
         do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory)
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
         }
         let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
         let hintIDs = Set(names.compactMap(Self.hintSegmentID(fromFileName:)))

@@ -35,12 +35,12 @@ package struct SegmentInspector {
         let fd: Int32
         do { fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0) } catch {
             if error == .noEntry { return false }
-            throw CaskError.from(error, operation: "open", path: path)
+            throw CaskError.from(error, operation: "open", path: path, reading: true)
         }
         defer { fileSystem.close(fd) }
         let length: Int64
         do { length = try fileSystem.fileSize(fd) } catch {
-            throw CaskError.from(error, operation: "fstat", path: path)
+            throw CaskError.from(error, operation: "fstat", path: path, reading: true)
         }
         func problem(_ kind: VerificationReport.Problem.Kind, _ offset: Int64, _ length: Int64, _ reason: String) {
             onProblem(.init(kind: kind, file: path, offset: offset, length: length, reason: reason))

@@ -4,7 +4,7 @@
 public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A key was empty.
     case emptyKey
-    /// A key was longer than ``Limits/maxKeyLength``. Nothing was written.
+    /// A key was longer than ``Limits/maxKeyLength``. Nothing was read or written.
     case keyTooLong(length: Int, limit: Int)
     /// A value was larger than the store's limit. Nothing was written.
     case valueTooLarge(length: Int, limit: Int)
@@ -21,6 +21,12 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The disk (or quota) is full. The record being written was rolled back; the store stays
     /// readable and accepts writes again once space is freed.
     case diskFull(path: String)
+    /// The store directory (or a file in it) cannot be read: its permissions do not let this
+    /// process read it.
+    case notReadable(path: String, errno: Errno)
+    /// The store reached a limit of its format (`reason` says which and what to do); nothing is
+    /// damaged, and what it holds stays readable.
+    case limitReached(path: String, reason: String)
     /// A name in the store directory is a symbolic link, not a regular file (a directory, FIFO,
     /// socket or device), or a file to write with other hard links (`errno` says which:
     /// ``Errno/symbolicLink``, ``Errno/notRegularFile``, ``Errno/hardLinked``). Cask opens none of
@@ -49,7 +55,7 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .emptyKey:
             "key is empty; keys are 1 to \(Limits.maxKeyLength) bytes"
         case .keyTooLong(let length, let limit):
-            "key is \(length) bytes, over the limit of \(limit) bytes; nothing was written"
+            "key is \(length) bytes, over the limit of \(limit) bytes (keys are 1 to \(limit) bytes); nothing was read or written"
         case .valueTooLarge(let length, let limit):
             "value is \(length) bytes, over the limit of \(limit) bytes; nothing was written"
         case .closed:
@@ -68,6 +74,10 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             }
         case .diskFull(let path):
             "disk full while writing \(path); the write was rolled back, free space and retry"
+        case .limitReached(let path, let reason):
+            "\(path): \(reason)"
+        case .notReadable(let path, let errno):
+            "cannot read \(path): \(errno); check its permissions (a store's files are readable by their owner only)"
         case .foreignFile(let path, let errno):
             "\(path) is \(Self.foreignKind(errno)); Cask opens only regular files of its own in a store and never follows links, so it did not open it: move it out of the store directory, and check who else can write there"
         case .io(let operation, let path, let errno):
@@ -87,10 +97,12 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Maps a failed I/O call to the error users should see.
-    static func from(_ errno: Errno, operation: String, path: String) -> CaskError {
+    /// Maps a failed I/O call to the error users should see; `reading`: the call only reads (a
+    /// permission error is then ``notReadable(path:errno:)``, not ``notWritable(path:errno:)``).
+    static func from(_ errno: Errno, operation: String, path: String, reading: Bool = false) -> CaskError {
         switch errno {
         case .noSpace, .quotaExceeded: .diskFull(path: path)
+        case .permissionDenied where reading: .notReadable(path: path, errno: errno)
         case .permissionDenied, .readOnlyFileSystem: .notWritable(path: path, errno: errno)
         case .symbolicLink, .notRegularFile, .hardLinked: .foreignFile(path: path, errno: errno)
         default: .io(operation: operation, path: path, errno: errno)

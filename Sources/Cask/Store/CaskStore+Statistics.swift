@@ -1,7 +1,10 @@
 extension CaskStore {
     /// A snapshot of the store's size and space accounting.
     public struct Statistics: Sendable, Equatable {
+        /// Keys a read finds (as ``CaskStore/count``: expired keys are not counted).
         public var keys: Int
+        /// Keys that have expired but whose records are still on disk, until a compaction drops them.
+        public var expiredKeys: Int
         /// Bytes of the records the index points at (what compaction would keep).
         public var liveBytes: Int64
         /// Bytes of overwritten and deleted records, tombstones and damage (what compaction reclaims).
@@ -16,17 +19,19 @@ extension CaskStore {
 
         /// Index memory per key beyond the key bytes themselves.
         public var indexOverheadPerKey: Double {
-            keys == 0 ? 0 : Double(indexBytes - indexKeyBytes) / Double(keys)
+            keys + expiredKeys == 0 ? 0 : Double(indexBytes - indexKeyBytes) / Double(keys + expiredKeys)
         }
     }
 
-    /// Current statistics. Thread-safe; O(segments).
+    /// Current statistics. Thread-safe; O(segments), plus O(keys with an expiry) when there are any.
     public func statistics() throws(CaskError) -> Statistics {
         try state.read { (shared) throws(CaskError) in
             if shared.closed { throw CaskError.closed }
             let segments = shared.stats.segments
+            let expired = shared.expiries.isEmpty ? 0 : shared.expiries.expiredCount(now: Self.nowMilliseconds())
             return Statistics(
-                keys: shared.index.count,
+                keys: shared.index.count - expired,
+                expiredKeys: expired,
                 liveBytes: segments.reduce(0) { $0 + $1.liveBytes },
                 deadBytes: segments.reduce(0) { $0 + $1.deadBytes },
                 segmentBytes: segments.reduce(0) { $0 + $1.fileBytes },

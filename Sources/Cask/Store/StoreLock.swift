@@ -29,16 +29,27 @@ package final class StoreLock: Sendable {
         }
         self.fd = Mutex(fd)
         self.fileSystem = fileSystem
-        let pid = Array("\(getpid())\n".utf8)
-        try? fileSystem.ftruncate(fd, length: 0)
-        _ = try? pid.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+        // One write of a fixed width, and no truncation: a process that finds the lock taken reads
+        // a whole pid at any moment (it read an empty file between a truncation and the write),
+        // and the file's bytes past the first line are never touched.
+        _ = try? Self.pidLine(getpid()).withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
     }
 
-    /// Releases the lock (idempotent).
+    /// `pid` as the lock file's first line: left-aligned in ``pidLineLength`` - 1 columns of
+    /// spaces, then a newline, so that every pid overwrites the one before it whole.
+    static func pidLine(_ pid: Int32) -> [UInt8] {
+        let digits = Array(String(pid).utf8)
+        return digits + [UInt8](repeating: UInt8(ascii: " "), count: max(0, pidLineLength - 1 - digits.count)) + [UInt8(ascii: "\n")]
+    }
+
+    /// Wider than any Linux pid (at most 4,194,304) and its newline.
+    static let pidLineLength = 12
+
+    /// Releases the lock (idempotent). The pid stays in the file: it is read only while the lock
+    /// is held, by then by a process that wrote its own.
     package func release() {
         fd.withLock { fd in
             guard let open = fd else { return }
-            try? fileSystem.ftruncate(open, length: 0)
             fileSystem.close(open)
             fd = nil
         }
@@ -49,8 +60,8 @@ package final class StoreLock: Sendable {
     static func readPID(fd: Int32, fileSystem: any FileSystem) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
         let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
-        let text = String(decoding: bytes[0..<count], as: UTF8.self).trimmingWhitespace()
-        return Int32(text)
+        let firstLine = bytes[0..<count].split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+        return Int32(String(decoding: firstLine, as: UTF8.self).trimmingWhitespace())
     }
 }
 

@@ -185,7 +185,8 @@ package struct StoreWriter: ~Copyable {
     ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
         guard id < UInt64(UInt32.max) else {
-            throw CaskError.corruptFile(path: path, reason: "segment ids are exhausted (limit \(UInt32.max - 1))")
+            throw CaskError.limitReached(
+                path: directory, reason: "segment ids are exhausted (limit \(UInt32.max - 1)); copy the store into a new one ('cask export' then 'cask import') to go on writing")
         }
         let header = SegmentHeader(segmentID: id, baseSeq: baseSeq).encoded()
         let fd: Int32
