@@ -132,6 +132,22 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertEqual(try box.outside(), before)
     }
 
+    /// The store path itself a link to nothing, or a loop of links: "Permission denied" before;
+    /// now the cause, and the link's target is not created.
+    func testStorePathThatIsADanglingLinkOrALoop() throws {
+        let box = try Sandbox()
+        let dangling = box.root.appending("dangling-store"), loop = box.root.appending("loop-a")
+        try symlink(box.root.appending("no-such-dir"), at: dangling)
+        try symlink(box.root.appending("loop-b"), at: loop)
+        try symlink(loop, at: box.root.appending("loop-b"))
+        for (path, cause) in [(dangling, "No such file or directory (errno 2)"), (loop, "Too many levels of symbolic links (errno 40)")] {
+            let run = try cask(["put", path, "k"], stdin: Data("v".utf8))
+            XCTAssertEqual(run.status, 1, run.err)
+            XCTAssertEqual(run.err, "Error: open store directory failed on \(path): \(cause)\n")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: box.root.appending("no-such-dir")))
+    }
+
     // MARK: Segments, hints and manifests
 
     /// A segment replaced by a link to a copy of itself outside the store: the open fails naming

@@ -267,6 +267,12 @@ extension FileSystem {
         return done
     }
 
+    /// Opens and closes `path` as a directory, following links; throws what the open finds wrong
+    /// (`ENOENT` for a link to nothing, `ELOOP` for a loop of links, `ENOTDIR`, `EACCES`).
+    package func probeDirectory(_ path: String) throws(Errno) {
+        close(try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0))
+    }
+
     /// Makes the creation, rename or removal of entries in a directory durable.
     package func syncDirectory(_ path: String) throws(Errno) {
         let fd = try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)

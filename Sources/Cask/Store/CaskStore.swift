@@ -119,6 +119,11 @@ public final class CaskStore: Sendable {
                 try fileSystem.syncDirectory(Self.parent(of: directory))
             } catch {
                 if error != .exists { throw CaskError.from(error, operation: "create directory", path: directory) }
+                // The name exists but is no directory to stat: a link to nothing or a loop of links
+                // (or a directory another process made meanwhile, which opens).
+                do throws(Errno) { try fileSystem.probeDirectory(directory) } catch {
+                    throw CaskError.io(operation: "open store directory", path: directory, errno: error)
+                }
             }
         }
         if !options.readOnly {
