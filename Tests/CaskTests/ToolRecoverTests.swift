@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import XCTest
 @testable import Cask
 import CaskTestSupport
@@ -143,30 +146,37 @@ final class ToolRecoverTests: XCTestCase {
     static let importDefaultsHelp = """
         OVERVIEW: Import the entries of a property-list file.
 
-        Reads a property list, XML or binary, whose top level is a dictionary, and
-        stores each top-level entry under the key <prefix><name>, its value a
-        PropertyListValue encoded with the object coder: read it back in Swift with
-        store.get(PropertyListValue.self, forKey: key) (with coder: .json or
+        Reads a property list, XML (UTF-8) or binary (bplist00), whose top level is a
+        dictionary, and stores each top-level entry under the key <prefix><name>, its
+        value a PropertyListValue encoded with the object coder: read it back in Swift
+        with store.get(PropertyListValue.self, forKey: key) (with coder: .json or
         .propertyList if you chose one). Strings, integers, reals, booleans, dates,
         data, arrays and dictionaries round-trip exactly, a boolean never turning into a
         number.
 
+        The reader is Cask's own and strict: a file that is not a well-formed XML or
+        binary property list with a dictionary at the top exits 65 and imports nothing,
+        the message naming the place (line and column, or object and byte) and the
+        cause. That includes invalid base64 in <data>, a dictionary key given twice, a
+        set or a keyed-archiver UID in a binary list, a reference cycle, and OpenStep
+        (text) property lists, which are not read.
+
         Every entry is written in one atomic batch: after a crash, all of them are in
         the store or none. An entry that cannot be stored is skipped and reported with
-        the reason (a key over 65535 bytes, a value over the store's limit, an integer
-        larger than Int.max, a real that JSON cannot hold); the command then exits 65,
-        having imported the others. A file that is not a property list with a dictionary
-        at the top exits 65 and imports nothing.
+        the reason (an integer outside Int's range, arrays and dictionaries nested more
+        than 127 deep, a key over 65535 bytes, a value over the store's limit, a real
+        that JSON cannot hold); the command then exits 65, having imported the others.
 
-        Creates the store if <dir> does not exist and takes its lock, so it fails (exit
-        1) while another process has the store open for writing. Everything is on disk
-        (fdatasync) when the command exits.
+        <plist> may be a pipe or a FIFO, read to its end; at most 256 MiB are read.
+        Creates the store if <dir> does not exist and there is something to import, and
+        takes its lock, so it fails (exit 1) while another process has the store open
+        for writing. Everything is on disk (fdatasync) when the command exits.
 
         USAGE: cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]
 
         ARGUMENTS:
           <dir>                   The store directory.
-          <plist>                 The property-list file to import.
+          <plist>                 The property-list file (or pipe) to import.
 
         OPTIONS:
           --prefix <p>            Put <p> before each entry's name to make its key
@@ -243,13 +253,12 @@ final class ToolRecoverTests: XCTestCase {
         try Data("<plist><dict><key>a</key>".utf8).write(to: URL(fileURLWithPath: notPlist))
         run = try cask(["import-defaults", fixture.path, notPlist])
         XCTAssertEqual(run.status, 65)
-        XCTAssertEqual(run.err, "Error: \(notPlist) is not a property list (XML or binary); nothing was imported\n")
+        XCTAssertEqual(run.err, "Error: \(notPlist): XML property list, line 1, column 26: the file ends inside <dict> (opened at line 1, column 8); nothing was imported\n")
         let array = fixture.root.appending("array.plist")
         try PropertyListSerialization.data(fromPropertyList: [1, 2], format: .binary, options: 0).write(to: URL(fileURLWithPath: array))
         run = try cask(["import-defaults", fixture.path, array])
         XCTAssertEqual(run.status, 65)
-        XCTAssertTrue(run.err.hasPrefix("Error: \(array) holds a property list whose top level is "), run.err)
-        XCTAssertTrue(run.err.hasSuffix(", not a dictionary; nothing was imported\n"), run.err)
+        XCTAssertEqual(run.err, "Error: \(array): binary property list, object 0 at byte 8: the top level is an array, not a dictionary; nothing was imported\n")
 
         // Success: exit 0.
         run = try cask(["recover", fixture.path])
@@ -771,9 +780,9 @@ final class ToolRecoverTests: XCTestCase {
             Imported 2 entries from \(file) into \(directory) (json coder, keys are the entry names).
             Skipped 4 entries:
               '\(String(repeating: "k", count: 60))…' (70000 bytes): key is 70000 bytes, over the limit of 65535 bytes
-              'nested-too-big': integer 18446744073709551615 is larger than 9223372036854775807 at bad[0]
+              'nested-too-big': integer 18446744073709551615 is outside Int's range (-9223372036854775808 ... 9223372036854775807) at bad[0]
               'not-a-number': does not encode with the json coder: \(try Self.jsonError(Double.nan))
-              'too-big-integer': integer 18446744073709551615 is larger than 9223372036854775807
+              'too-big-integer': integer 18446744073709551615 is outside Int's range (-9223372036854775808 ... 9223372036854775807)
 
             """)
         let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
@@ -800,6 +809,138 @@ final class ToolRecoverTests: XCTestCase {
         let skipped = try XCTUnwrap(report["skipped"] as? [[String: Any]])
         XCTAssertEqual(skipped.compactMap { $0["name"] as? String }.filter { !$0.hasPrefix("kkk") }, ["nested-too-big", "too-big-integer"])
         XCTAssertEqual(skipped.count, 3)
+    }
+
+    /// The values of a store (read-only), decoded as ``PropertyListValue``s with the binary coder.
+    private func storedValues(_ directory: String) throws -> [String: PropertyListValue] {
+        let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
+        defer { try? store.close() }
+        var values: [String: PropertyListValue] = [:]
+        for key in try store.keys() {
+            values[String(decoding: key, as: UTF8.self)] = try store.get(PropertyListValue.self, forKey: String(decoding: key, as: UTF8.self))
+        }
+        return values
+    }
+
+    /// The findings of issue 27 (items 3 and 4 and the rest), end to end: exit status, exact
+    /// messages, and what the store holds afterwards.
+    func testImportDefaultsIssue27Findings() throws {
+        let root = TemporaryDirectory("cask-recover-defaults")
+        func write(_ name: String, _ bytes: [UInt8]) throws -> String {
+            let file = root.appending(name)
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+            return file
+        }
+        let range = "outside Int's range (-9223372036854775808 ... 9223372036854775807)"
+        typealias Fixtures = PropertyListReaderTests
+
+        // 128-bit binary integers: skipped with their exact value, not cut to the low 64 bits.
+        var objects: [[UInt8]] = [[0xD4, 1, 2, 3, 4, 5, 6, 7, 8], [0x54] + Array("big1".utf8), [0x54] + Array("big2".utf8),
+                                  [0x54] + Array("big3".utf8), [0x52] + Array("ok".utf8)]
+        objects += [Fixtures.int128(Int128(1) << 64 + 5), Fixtures.int128(Int128(1) << 100), Fixtures.int128(-(Int128(1) << 64)), Fixtures.int128(5)]
+        var file = try write("int128.plist", Fixtures.bplist(objects))
+        var directory = root.appending("int128")
+        var run = try cask(["import-defaults", directory, file])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertEqual(run.err, "")
+        XCTAssertEqual(run.out, """
+            Imported 1 entry from \(file) into \(directory) (binary coder, keys are the entry names).
+            Skipped 3 entries:
+              'big1': integer 18446744073709551621 is \(range)
+              'big2': integer 1267650600228229401496703205376 is \(range)
+              'big3': integer -18446744073709551616 is \(range)
+
+            """)
+        XCTAssertEqual(try storedValues(directory), ["ok": .integer(5)])
+
+        // XML: a big integer skips its entry only; invalid base64 refuses the file.
+        file = try write("big.xml", Array("<plist><dict><key>a</key><integer>18446744073709551621</integer><key>b</key><data>AQID</data></dict></plist>".utf8))
+        directory = root.appending("big-xml")
+        run = try cask(["import-defaults", directory, file])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertEqual(run.out, """
+            Imported 1 entry from \(file) into \(directory) (binary coder, keys are the entry names).
+            Skipped 1 entry:
+              'a': integer 18446744073709551621 is \(range)
+
+            """)
+        XCTAssertEqual(try storedValues(directory), ["b": .data(Data([1, 2, 3]))])
+
+        let refused: [(String, [UInt8], String)] = [
+            ("base64.plist", Array("<plist><dict><key>b</key><data>AQ*D</data></dict></plist>".utf8),
+             "XML property list, line 1, column 34: '*' in <data> is not a base64 character"),
+            ("set.plist", Fixtures.bplist([[0xC2, 1, 2], [0x10, 1], [0x10, 2]]),
+             "binary property list, object 0 at byte 8: the top level is a set, not a dictionary"),
+            ("nested-set.plist", Fixtures.single([0xA1, 3], [0xC1, 4], [0x51, 0x78]),
+             "binary property list, object 3 at byte 15: a set (marker 0xC1), not a property-list type"),
+            ("duplicate.plist", Array("<plist><dict><key>a</key><true/><key>a</key><false/></dict></plist>".utf8),
+             "XML property list, line 1, column 33: the dictionary has the key 'a' twice"),
+            ("duplicate-binary.plist", Fixtures.bplist([[0xD2, 1, 1, 2, 3], [0x51, 0x61], [0x09], [0x08]]),
+             "binary property list, object 0 at byte 8: the dictionary has the key 'a' twice"),
+            ("openstep.plist", Array("{ a = 1; }".utf8),
+             "it starts with '{': an OpenStep (text) property list or JSON; only XML and binary property lists are read"),
+            ("bare.plist", Array("bplist00".utf8),
+             "a binary property list of 8 bytes: too short for the 8-byte header and the 32-byte trailer (40 bytes)"),
+        ]
+        for (name, bytes, message) in refused {
+            file = try write(name, bytes)
+            directory = root.appending("refused-" + name)
+            run = try cask(["import-defaults", directory, file])
+            XCTAssertEqual(run.status, 65, name)
+            XCTAssertEqual(run.err, "Error: \(file): \(message); nothing was imported\n", name)
+            XCTAssertEqual(run.out, "", name)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: directory), name)
+        }
+
+        // 128 levels of arrays: skipped, said why; 127 stored and read back.
+        func nested(_ depth: Int) -> String { String(repeating: "<array>", count: depth) + "<true/>" + String(repeating: "</array>", count: depth) }
+        file = try write("deep.plist", Array("<plist><dict><key>deep</key>\(nested(128))<key>fits</key>\(nested(127))</dict></plist>".utf8))
+        directory = root.appending("deep")
+        run = try cask(["import-defaults", directory, file])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertEqual(run.out, """
+            Imported 1 entry from \(file) into \(directory) (binary coder, keys are the entry names).
+            Skipped 1 entry:
+              'deep': containers are nested more than 127 deep, more than the object coder can store
+
+            """)
+        var deep = PropertyListValue.bool(true)
+        for _ in 0..<127 { deep = .array([deep]) }
+        XCTAssertEqual(try storedValues(directory), ["fits": deep])
+
+        // A FIFO is read as a stream.
+        let fifo = root.appending("fifo.plist")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let plist = [UInt8](try PropertyListSerialization.data(fromPropertyList: ["piped": "yes"], format: .xml, options: 0))
+        DispatchQueue.global().async {
+            let descriptor = open(fifo, O_WRONLY)
+            guard descriptor >= 0 else { return }
+            _ = plist.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            close(descriptor)
+        }
+        directory = root.appending("fifo")
+        run = try cask(["import-defaults", directory, fifo])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(run.out, "Imported 1 entry from \(fifo) into \(directory) (binary coder, keys are the entry names).\n")
+        XCTAssertEqual(try storedValues(directory), ["piped": .string("yes")])
+
+        // A directory as the property list.
+        run = try cask(["import-defaults", root.appending("new"), directory])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.err, "Error: cannot read \(directory): it is a directory, not a property-list file\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root.appending("new")))
+
+        // An empty dictionary creates nothing, changes nothing, and says so.
+        file = try write("empty.plist", [UInt8](try PropertyListSerialization.data(fromPropertyList: [String: Any](), format: .binary, options: 0)))
+        run = try cask(["import-defaults", root.appending("none"), file])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(run.out, "Imported nothing from \(file) (its top-level dictionary is empty); \(root.appending("none")) was not created.\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root.appending("none")))
+        let before = try StoreFiles.snapshot(directory)
+        run = try cask(["import-defaults", directory, file])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(run.out, "Imported nothing from \(file) (its top-level dictionary is empty); \(directory) was not changed.\n")
+        XCTAssertTrue(try StoreFiles.snapshot(directory) == before)
     }
 
     /// What JSONEncoder says about a value it cannot encode (the text differs between Foundation versions).

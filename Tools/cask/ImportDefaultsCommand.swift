@@ -1,5 +1,8 @@
 import Cask
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]`
 struct ImportDefaultsCommand: Subcommand {
@@ -7,13 +10,14 @@ struct ImportDefaultsCommand: Subcommand {
         name: "import-defaults",
         abstract: "Import the entries of a property-list file.",
         discussion: [
-            "Reads a property list, XML or binary, whose top level is a dictionary, and stores each top-level entry under the key <prefix><name>, its value a PropertyListValue encoded with the object coder: read it back in Swift with store.get(PropertyListValue.self, forKey: key) (with coder: .json or .propertyList if you chose one). Strings, integers, reals, booleans, dates, data, arrays and dictionaries round-trip exactly, a boolean never turning into a number.",
-            "Every entry is written in one atomic batch: after a crash, all of them are in the store or none. An entry that cannot be stored is skipped and reported with the reason (a key over 65535 bytes, a value over the store's limit, an integer larger than Int.max, a real that JSON cannot hold); the command then exits 65, having imported the others. A file that is not a property list with a dictionary at the top exits 65 and imports nothing.",
-            "Creates the store if <dir> does not exist and takes its lock, so it fails (exit 1) while another process has the store open for writing. Everything is on disk (fdatasync) when the command exits.",
+            "Reads a property list, XML (UTF-8) or binary (bplist00), whose top level is a dictionary, and stores each top-level entry under the key <prefix><name>, its value a PropertyListValue encoded with the object coder: read it back in Swift with store.get(PropertyListValue.self, forKey: key) (with coder: .json or .propertyList if you chose one). Strings, integers, reals, booleans, dates, data, arrays and dictionaries round-trip exactly, a boolean never turning into a number.",
+            "The reader is Cask's own and strict: a file that is not a well-formed XML or binary property list with a dictionary at the top exits 65 and imports nothing, the message naming the place (line and column, or object and byte) and the cause. That includes invalid base64 in <data>, a dictionary key given twice, a set or a keyed-archiver UID in a binary list, a reference cycle, and OpenStep (text) property lists, which are not read.",
+            "Every entry is written in one atomic batch: after a crash, all of them are in the store or none. An entry that cannot be stored is skipped and reported with the reason (an integer outside Int's range, arrays and dictionaries nested more than \(PropertyListReader.maxNesting) deep, a key over 65535 bytes, a value over the store's limit, a real that JSON cannot hold); the command then exits 65, having imported the others.",
+            "<plist> may be a pipe or a FIFO, read to its end; at most \(maxFileSize >> 20) MiB are read. Creates the store if <dir> does not exist and there is something to import, and takes its lock, so it fails (exit 1) while another process has the store open for writing. Everything is on disk (fdatasync) when the command exits.",
         ],
         arguments: [
             StoreAccess.directoryArgument,
-            .init(name: "plist", help: "The property-list file to import."),
+            .init(name: "plist", help: "The property-list file (or pipe) to import."),
         ],
         options: [
             .init(name: "prefix", valueName: "p", help: "Put <p> before each entry's name to make its key (default: none)."),
@@ -63,10 +67,11 @@ struct ImportDefaultsCommand: Subcommand {
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let entries = try Self.readDictionary(file)
+        let existed = FileManager.default.fileExists(atPath: directory)
         let maxValueSize = CaskStore.Options().maxValueSize
         var batch = WriteBatch()
         var skipped: [Skipped] = []
-        for (name, object) in entries.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+        for (name, entry) in entries.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }) {
             let key = Array((prefix + name).utf8)
             let value: PropertyListValue
             let bytes: [UInt8]
@@ -75,8 +80,9 @@ struct ImportDefaultsCommand: Subcommand {
                 if key.count > Limits.maxKeyLength {
                     throw Skip(reason: "key is \(key.count) bytes, over the limit of \(Limits.maxKeyLength) bytes")
                 }
-                do { value = try PropertyListValue(propertyList: object) } catch {
-                    throw Skip(reason: "\(error)")
+                switch entry {
+                case .success(let read): value = read
+                case .failure(let error): throw Skip(reason: "\(error)")
                 }
                 do { bytes = try coder.encode(value) } catch {
                     throw Skip(reason: "does not encode with the \(Self.coderName(coder)) coder: \(error)")
@@ -105,8 +111,13 @@ struct ImportDefaultsCommand: Subcommand {
                                    imported: batch.count, skipped: skipped))
             return skipped.isEmpty ? .success : .dataError
         }
-        let keys = prefix.isEmpty ? "keys are the entry names" : "keys '\(KeyEscaping.escape(Array(prefix.utf8)))' + entry name"
-        output.line("Imported \(batch.count) entr\(batch.count == 1 ? "y" : "ies") from \(file) into \(directory) (\(Self.coderName(coder)) coder, \(keys)).")
+        if batch.isEmpty {
+            let why = entries.isEmpty ? "its top-level dictionary is empty" : "every entry was skipped"
+            output.line("Imported nothing from \(file) (\(why)); \(directory) was \(existed ? "not changed" : "not created").")
+        } else {
+            let keys = prefix.isEmpty ? "keys are the entry names" : "keys '\(KeyEscaping.escape(Array(prefix.utf8)))' + entry name"
+            output.line("Imported \(batch.count) entr\(batch.count == 1 ? "y" : "ies") from \(file) into \(directory) (\(Self.coderName(coder)) coder, \(keys)).")
+        }
         if !skipped.isEmpty {
             output.line("Skipped \(skipped.count) entr\(skipped.count == 1 ? "y" : "ies"):")
             for entry in skipped { output.line("  \(Self.shortName(entry.name)): \(entry.reason)") }
@@ -133,27 +144,48 @@ struct ImportDefaultsCommand: Subcommand {
         }
     }
 
-    /// The top-level dictionary of a property-list file; a file that is not one is a data error.
-    private static func readDictionary(_ file: String) throws(ToolError) -> [String: Any] {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
-            throw .failure("cannot read \(file): \((error as NSError).localizedDescription)")
+    /// The most bytes read from <plist>.
+    static let maxFileSize = 256 << 20
+
+    /// The top-level entries of a property-list file, read by ``PropertyListReader``; a file that
+    /// is not one is a data error.
+    private static func readDictionary(_ file: String) throws(ToolError) -> [PropertyListReader.Entry] {
+        let bytes = try readBytes(file)
+        do throws(PropertyListReader.Error) {
+            return try PropertyListReader.readDictionary(bytes)
+        } catch {
+            throw .data("\(file): \(error); nothing was imported")
         }
-        let object: Any
-        do { object = try PropertyListSerialization.propertyList(from: data, options: [], format: nil) } catch {
-            throw .data("\(file) is not a property list (XML or binary); nothing was imported")
+    }
+
+    /// The bytes of `file`, following symbolic links: a regular file, or anything else that reads
+    /// as a stream (a FIFO, a pipe, a character device) read to its end; at most ``maxFileSize``.
+    private static func readBytes(_ file: String) throws(ToolError) -> [UInt8] {
+        func failure(_ code: Int32) -> ToolError { .failure("cannot read \(file): \(String(cString: strerror(code)))") }
+        var descriptor: Int32
+        repeat { descriptor = open(file, O_RDONLY | O_CLOEXEC) } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw failure(errno) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw failure(errno) }
+        let tooBig = ToolError.data("\(file) holds more than \(maxFileSize >> 20) MiB, the most import-defaults reads; nothing was imported")
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: throw .failure("cannot read \(file): it is a directory, not a property-list file")
+        case S_IFREG: if info.st_size > maxFileSize { throw tooBig }
+        default: break
         }
-        guard let dictionary = object as? [AnyHashable: Any] else {
-            throw .data("\(file) holds a property list whose top level is \(type(of: object)), not a dictionary; nothing was imported")
-        }
-        var entries: [String: Any] = [:]
-        for (key, value) in dictionary {
-            guard let name = key.base as? String else {
-                throw .data("\(file) has a top-level key that is not a string; nothing was imported")
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure(errno)
             }
-            entries[name] = value
+            if count == 0 { return bytes }
+            guard count <= maxFileSize - bytes.count else { throw tooBig }
+            bytes.append(contentsOf: chunk[0..<count])
         }
-        return entries
     }
 }
 

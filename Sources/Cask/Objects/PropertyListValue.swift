@@ -40,12 +40,18 @@ public enum PropertyListValue: Sendable, Hashable, Codable {
     /// A boolean is told from a number by the number's type (`objCType` `c`, as `CFBoolean` and Swift's
     /// `Bool` report it), never by its value: `<true/>` becomes `.bool(true)`, `<integer>1</integer>`
     /// `.integer(1)`. Throws ``ConversionError`` for anything else, such as an integer above
-    /// `Int.max` or a dictionary key that is not a string.
+    /// `Int.max`, a set (`NSSet`, `Set`), or a dictionary key that is not a string. To read a
+    /// property-list file, use ``PropertyListReader``, which parses the bytes itself.
     public init(propertyList object: Any) throws(ConversionError) {
         self = try Self.convert(object, path: "")
     }
 
     private static func convert(_ object: Any, path: String) throws(ConversionError) -> PropertyListValue {
+        // Before any bridging: casting an NSSet that holds objects to a Swift collection can crash
+        // inside Foundation.
+        if object is NSSet || object is Set<AnyHashable> {
+            throw ConversionError(path: path, reason: "a set is not a property-list type")
+        }
         if let string = object as? String { return .string(string) }
         if let date = object as? Date { return .date(date) }
         if let data = object as? Data { return .data(data) }
