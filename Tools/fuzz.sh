@@ -60,7 +60,7 @@ swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -pack
 # (the runtime's caches look like leaks), memory use is.
 export SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0
 status=0
-for target in store-image object-decoder lz4-expander json-lines; do
+for target in store-image object-decoder lz4-expander json-lines property-list; do
   [[ -n "$only" && "$only" != "$target" ]] && continue
   seeds="Tests/Fuzz/Corpus/$target"
   if [[ $write_seeds == 1 ]]; then
@@ -74,7 +74,7 @@ for target in store-image object-decoder lz4-expander json-lines; do
   mkdir -p "$corpus"
   # CI: a fixed number of inputs from a fixed seed, so that a run is reproducible (and cannot fail
   # by chance); about 30 s each on a 2-core machine.
-  declare -A ci_runs=([store-image]=1500 [object-decoder]=300000 [lz4-expander]=500000 [json-lines]=1000000)
+  declare -A ci_runs=([store-image]=1500 [object-decoder]=300000 [lz4-expander]=500000 [json-lines]=1000000 [property-list]=400000)
   [[ $ci == 1 ]] && runs="${ci_runs[$target]}"
   if [[ -n "$runs" ]]; then
     limit=(-runs="$runs" -seed=1)

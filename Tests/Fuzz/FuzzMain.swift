@@ -9,6 +9,7 @@ import Glibc
 //   object-decoder  arbitrary bytes through the binary object decoder
 //   lz4-expander    arbitrary bytes as an LZ4 block, through the read path's expander and liblz4
 //   json-lines      arbitrary bytes as a line of `cask import` input, through the tool's strict reader
+//   property-list   arbitrary bytes through the property-list reader of `cask import-defaults`
 // With `CASK_FUZZ_WRITE_SEEDS=DIR` set, the binary writes the target's seed corpus into DIR and exits.
 
 private enum FuzzTarget: String {
@@ -16,11 +17,12 @@ private enum FuzzTarget: String {
     case objectDecoder = "object-decoder"
     case lz4Expander = "lz4-expander"
     case jsonLines = "json-lines"
+    case propertyList = "property-list"
 
     static let selected: FuzzTarget = {
         let name = ProcessInfo.processInfo.environment["CASK_FUZZ_TARGET"] ?? ""
         guard let target = FuzzTarget(rawValue: name) else {
-            fatalError("set CASK_FUZZ_TARGET to store-image, object-decoder, lz4-expander or json-lines (got '\(name)')")
+            fatalError("set CASK_FUZZ_TARGET to store-image, object-decoder, lz4-expander, json-lines or property-list (got '\(name)')")
         }
         return target
     }()
@@ -37,6 +39,7 @@ public func fuzzerInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMut
         case .objectDecoder: try ObjectDecoderFuzzer.writeSeeds(to: seeds)
         case .lz4Expander: try LZ4ExpanderFuzzer.writeSeeds(to: seeds)
         case .jsonLines: try JSONLinesFuzzer.writeSeeds(to: seeds)
+        case .propertyList: try PropertyListFuzzer.writeSeeds(to: seeds)
         }
     } catch {
         fatalError("writing the seed corpus: \(error)")
@@ -52,6 +55,7 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> C
     case .objectDecoder: ObjectDecoderFuzzer.run(bytes)
     case .lz4Expander: LZ4ExpanderFuzzer.run(bytes)
     case .jsonLines: JSONLinesFuzzer.run(bytes)
+    case .propertyList: PropertyListFuzzer.run(bytes)
     }
     return 0
 }
