@@ -141,12 +141,15 @@ final class ToolExportTests: XCTestCase {
         expiry, replacing the key's value; keys the input does not name are left alone.
         An entry whose expiry has passed is written too, and reads as absent.
 
-        Checks every line before writing anything: a malformed line is reported with its
-        line number and the command exits 65, having imported nothing (and created no
-        store). Then it creates the store if <dir> does not exist and takes its lock, so
-        it fails (exit 1) while another process has the store open for writing. Entries
-        are written in atomic batches: after a crash, each batch is in the store in full
-        or not at all. Everything is on disk (fdatasync) when the command exits 0.
+        Checks every line before writing anything, strictly: JSON as RFC 8259 defines
+        it, no field twice, base64 in its one canonical padded form, a byte-order mark
+        only at the start of the input. A malformed line is reported with its line
+        number (and the column, where there is one) and the command exits 65, having
+        imported nothing (and created no store). Then it creates the store if <dir> does
+        not exist and takes its lock, so it fails (exit 1) while another process has the
+        store open for writing. Entries are written in atomic batches: after a crash,
+        each batch is in the store in full or not at all. Everything is on disk
+        (fdatasync) when the command exits 0.
 
         Standard input that is not a regular file (a pipe) is copied to an unlinked
         temporary file while it is checked, so that it can be read twice. Shows progress
