@@ -497,7 +497,7 @@ final class ToolExportTests: XCTestCase {
         let target = dir.appending("store")
         var run = try cask(["import", target, "--batch-size", "10"], stdin: input)
         XCTAssertEqual(run.status, 65)
-        XCTAssertEqual(run.err, "Error: line 1500 of standard input: \"valueBase64\" is not valid base64: its length is not a multiple of 4 (padding with '=' is required); nothing was imported\n")
+        XCTAssertEqual(run.err, "Error: line 1500 of standard input: \"valueBase64\" is not valid base64: it has a character outside the base64 alphabet (or '=' before the end) at offset 3; nothing was imported\n")
         XCTAssertEqual(run.out, "")
         XCTAssertFalse(FileManager.default.fileExists(atPath: target), "no store is created")
 
@@ -509,7 +509,7 @@ final class ToolExportTests: XCTestCase {
         try input.write(to: URL(fileURLWithPath: file))
         run = try cask(["import", target, "--input", file, "--batch-size", "10"])
         XCTAssertEqual(run.status, 65)
-        XCTAssertEqual(run.err.split(separator: "\n").last.map(String.init), "Error: line 1500 of \(file): \"valueBase64\" is not valid base64: its length is not a multiple of 4 (padding with '=' is required); nothing was imported")
+        XCTAssertEqual(run.err.split(separator: "\n").last.map(String.init), "Error: line 1500 of \(file): \"valueBase64\" is not valid base64: it has a character outside the base64 alphabet (or '=' before the end) at offset 3; nothing was imported")
         XCTAssertEqual(try contents(of: target), [Array("k1".utf8): .init(key: Array("k1".utf8), value: Array("before".utf8))])
 
         // Each way a line can be wrong names its line; blank lines count and are skipped.
@@ -523,6 +523,7 @@ final class ToolExportTests: XCTestCase {
             ("\u{FEFF}{\"key\":\"k\",\"value\":\"v\"}", "a byte-order mark (U+FEFF) is allowed only at the start of the input at column 1"),
             (#"{"key":"k","valueBase64":"ax=="}"#, #""valueBase64" is not valid base64: its last character has bits set past the data (not the canonical encoding)"#),
             (#"{"key":"k","valueBase64":"a w="}"#, #""valueBase64" is not valid base64: it has a character outside the base64 alphabet (or '=' before the end) at offset 1"#),
+            (#"{"key":"k","valueBase64":"YQ==YQ=="}"#, #""valueBase64" is not valid base64: it goes on after its padding '=' at offset 4"#),
             (#"{"key":"k","valueBase64":"YQ="}"#, #""valueBase64" is not valid base64: its length is not a multiple of 4 (padding with '=' is required)"#),
             // A bad escape and a raw control character were "value is not a string".
             (#"{"key":"k","value":"a\qb"}"#, #"not valid JSON: an invalid escape '\q' in a string at column 22"#),

@@ -1,3 +1,7 @@
+#if canImport(Cask)
+import Cask  // Base64. The fuzzing build compiles this file into one module with the library's.
+#endif
+
 /// One entry of a `cask export` line: a key, its value, and its expiry if it has one.
 struct ExportEntry: Equatable {
     var key: [UInt8]
@@ -110,7 +114,7 @@ enum ExportLineParser {
             return bytes
         case (nil, let encoded?):
             do { return try Base64.decode(encoded[...]) } catch {
-                throw ExportLineProblem(reason: "\"\(name)Base64\" is not valid base64: \(error.description)")
+                throw ExportLineProblem(reason: "\"\(name)Base64\" is not valid base64: \(Self.describe(error))")
             }
         case (nil, nil):
             throw ExportLineProblem(reason: "no \(name): give \"\(name)\" (UTF-8 text) or \"\(name)Base64\"")
@@ -142,6 +146,20 @@ enum ExportLineParser {
                 case .valueBase64: values.4 = newValue
                 }
             }
+        }
+    }
+
+    /// Why a base64 text is refused, as a line's problem says it (offsets within the text).
+    private static func describe(_ problem: Base64.Problem) -> String {
+        switch problem {
+        case .character(let at), .misplacedPadding(let at):
+            "it has a character outside the base64 alphabet (or '=' before the end) at offset \(at)"
+        case .afterPadding(let at):
+            "it goes on after its padding '=' at offset \(at)"
+        case .length:
+            "its length is not a multiple of 4 (padding with '=' is required)"
+        case .nonCanonical:
+            "its last character has bits set past the data (not the canonical encoding)"
         }
     }
 

@@ -1,3 +1,7 @@
+#if canImport(Cask)
+import Cask  // Base64. The fuzzing build compiles this file into one module with the library's.
+#endif
+
 /// Writes lines of `cask export` output, byte for byte as `JSONEncoder` with sorted keys and
 /// unescaped slashes wrote them — `{"expiresAtMilliseconds":…,"key":"…","value":"…"}` — but
 /// straight into a byte buffer: no Foundation, no intermediate strings, no allocation per line

@@ -282,59 +282,31 @@ struct XMLPropertyListParser {
         return Double((days - 11_323) * 86_400 + hour * 3600 + minute * 60 + second)
     }
 
-    /// The bytes of a `<data>` element: strict base64, white space allowed between characters.
+    /// The bytes of a `<data>` element: strict base64 (``Base64``), white space allowed between
+    /// characters.
     private mutating func data(_ tag: Tag) throws(PropertyListReader.Error) -> Data {
         guard !tag.empty else { return Data() }
-        var sextets: [UInt8] = []
-        var padding = 0
-        var lastOffset = position
-        while position < bytes.count, bytes[position] != UInt8(ascii: "<") {
-            let byte = bytes[position]
-            defer { position += 1 }
-            if Self.isSpace(byte) || byte == 0x0C { continue }
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
-            case UInt8(ascii: "+"): value = 62
-            case UInt8(ascii: "/"): value = 63
-            case UInt8(ascii: "="):
-                guard sextets.count % 4 >= 2, padding < 2, sextets.count % 4 + padding < 4 else {
-                    throw fail(at: position, "'=' in <data> where base64 has no padding")
-                }
-                padding += 1
-                lastOffset = position
-                continue
-            default:
+        let start = position
+        while position < bytes.count, bytes[position] != UInt8(ascii: "<") { position += 1 }
+        let decoded: [UInt8]
+        do { decoded = try Base64.decode(bytes[start..<position], skippingWhiteSpace: true) } catch {
+            switch error {
+            case .character(let at):
+                let byte = bytes[at]
                 let shown = byte >= 0x20 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte \(PropertyListReader.hex([byte]))"
-                throw fail(at: position, "\(shown) in <data> is not a base64 character")
+                throw fail(at: at, "\(shown) in <data> is not a base64 character")
+            case .misplacedPadding(let at):
+                throw fail(at: at, "'=' in <data> where base64 has no padding")
+            case .afterPadding(let at):
+                throw fail(at: at, "base64 in <data> goes on after its padding '='")
+            case .length(let characters, let last):
+                throw fail(at: last, "base64 in <data> ends after \(characters) characters, not a multiple of 4 (the padding '=' is required)")
+            case .nonCanonical(let padding, let last):
+                throw fail(at: last, "base64 in <data> is not canonical: the unused bits before '\(padding == 2 ? "==" : "=")' are not zero")
             }
-            guard padding == 0 else { throw fail(at: position, "base64 in <data> goes on after its padding '='") }
-            sextets.append(value)
-            lastOffset = position
-        }
-        guard (sextets.count + padding) % 4 == 0 else {
-            throw fail(at: lastOffset, "base64 in <data> ends after \(sextets.count + padding) characters, not a multiple of 4 (the padding '=' is required)")
-        }
-        var output = Data()
-        output.reserveCapacity(sextets.count / 4 * 3 + 2)
-        var index = 0
-        while index + 4 <= sextets.count {
-            let group = UInt32(sextets[index]) << 18 | UInt32(sextets[index + 1]) << 12 | UInt32(sextets[index + 2]) << 6 | UInt32(sextets[index + 3])
-            output.append(contentsOf: [UInt8(group >> 16), UInt8(group >> 8 & 0xFF), UInt8(group & 0xFF)])
-            index += 4
-        }
-        let rest = sextets.count - index
-        if rest == 2 {
-            guard sextets[index + 1] & 0x0F == 0 else { throw fail(at: lastOffset, "base64 in <data> is not canonical: the unused bits before '==' are not zero") }
-            output.append(sextets[index] << 2 | sextets[index + 1] >> 4)
-        } else if rest == 3 {
-            guard sextets[index + 2] & 0x03 == 0 else { throw fail(at: lastOffset, "base64 in <data> is not canonical: the unused bits before '=' are not zero") }
-            output.append(contentsOf: [sextets[index] << 2 | sextets[index + 1] >> 4, (sextets[index + 1] & 0x0F) << 4 | sextets[index + 2] >> 2])
         }
         try endTag(of: tag)
-        return output
+        return Data(decoded)
     }
 
     // MARK: Markup
