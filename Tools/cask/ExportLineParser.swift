@@ -52,7 +52,7 @@ enum ExportLineParser {
                 throw cursor.problem("a byte-order mark (U+FEFF) is allowed only at the start of the input", at: cursor.position)
             }
             if first == UInt8(ascii: "[") || first == UInt8(ascii: "\"") || first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
-                || cursor.hasWord("true") || cursor.hasWord("false") || cursor.hasWord("null") {
+                || cursor.literalLength != nil {
                 throw cursor.problem("not a JSON object")
             }
             throw cursor.problem("not valid JSON: expected '{'", at: cursor.position)
@@ -219,12 +219,28 @@ enum ExportLineParser {
                 try skipContainer()
                 return .other
             default:
-                for word: StaticString in ["true", "false", "null"] where hasWord(word) {
-                    position += word.utf8CodeUnitCount
-                    return .other
+                guard let length = literalLength else {
+                    throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position)
                 }
-                throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position)
+                position += length
+                return .other
             }
+        }
+
+        /// The length of the `true`, `false` or `null` at the cursor, if one is there.
+        var literalLength: Int? {
+            for word: StaticString in ["true", "false", "null"] where hasWord(word) { return word.utf8CodeUnitCount }
+            return nil
+        }
+
+        /// Moves past a member's name and its colon, inside an object that must not be one (see
+        /// ``skipContainer()``).
+        private mutating func skipMemberName() throws(ExportLineProblem) {
+            guard peek() == UInt8(ascii: "\"") else { throw problem("not valid JSON: expected a field name in double quotes", at: position) }
+            _ = try string()
+            skipWhitespace()
+            guard peek() == UInt8(ascii: ":") else { throw problem("not valid JSON: expected ':'", at: position) }
+            position += 1
         }
 
         /// A JSON number: its value when it is an integer from 0 to `UInt64.max` written without
@@ -390,11 +406,7 @@ enum ExportLineParser {
                         position += 1
                         skipWhitespace()
                         if peek() == UInt8(ascii: "}") { position += 1; closers.removeLast(); expectValue = false; break }
-                        guard peek() == UInt8(ascii: "\"") else { throw problem("not valid JSON: expected a field name in double quotes", at: position) }
-                        _ = try string()
-                        skipWhitespace()
-                        guard peek() == UInt8(ascii: ":") else { throw problem("not valid JSON: expected ':'", at: position) }
-                        position += 1
+                        try skipMemberName()
                     case UInt8(ascii: "["):
                         closers.append(UInt8(ascii: "]"))
                         position += 1
@@ -407,13 +419,10 @@ enum ExportLineParser {
                         _ = try number()
                         expectValue = false
                     default:
-                        var matched = false
-                        for word: StaticString in ["true", "false", "null"] where hasWord(word) {
-                            position += word.utf8CodeUnitCount
-                            matched = true
-                            break
+                        guard let length = literalLength else {
+                            throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position)
                         }
-                        guard matched else { throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position) }
+                        position += length
                         expectValue = false
                     }
                 } else {
@@ -426,13 +435,7 @@ enum ExportLineParser {
                         position += 1
                         skipWhitespace()
                         if peek() == closer { throw problem("not valid JSON: a trailing comma", at: position - 1) }
-                        if closer == UInt8(ascii: "}") {
-                            guard peek() == UInt8(ascii: "\"") else { throw problem("not valid JSON: expected a field name in double quotes", at: position) }
-                            _ = try string()
-                            skipWhitespace()
-                            guard peek() == UInt8(ascii: ":") else { throw problem("not valid JSON: expected ':'", at: position) }
-                            position += 1
-                        }
+                        if closer == UInt8(ascii: "}") { try skipMemberName() }
                         expectValue = true
                     } else {
                         throw problem("not valid JSON: expected ',' or '\(Self.shown(closer))'", at: position)

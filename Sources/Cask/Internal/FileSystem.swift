@@ -270,12 +270,16 @@ extension FileSystem {
     /// Opens and closes `path` as a directory, following links; throws what the open finds wrong
     /// (`ENOENT` for a link to nothing, `ELOOP` for a loop of links, `ENOTDIR`, `EACCES`).
     package func probeDirectory(_ path: String) throws(Errno) {
-        close(try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0))
+        close(try openDirectory(path))
+    }
+
+    private func openDirectory(_ path: String) throws(Errno) -> Int32 {
+        try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
     }
 
     /// Makes the creation, rename or removal of entries in a directory durable.
     package func syncDirectory(_ path: String) throws(Errno) {
-        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+        let fd = try openDirectory(path)
         defer { close(fd) }
         try fsync(fd)
     }
