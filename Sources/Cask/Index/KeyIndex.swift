@@ -10,7 +10,10 @@
 ///   the key is read. A group's entries are two cache lines, which a lookup starts loading while it probes the
 ///   group's control bytes, so the two misses overlap (the old layout, a slot holding the number of
 ///   an entry kept elsewhere, made them two misses one after the other).
-/// - `arena`: the key bytes, each prefixed by its length as a varint, in 256 KiB chunks.
+/// - `arena`: the key bytes (``KeyArena``).
+/// - `ordered`: the keys in byte order (``OrderedKeys``), for range and prefix walks; 12 bytes per
+///   key at its leaves' fill, updated when a key is created or deleted (an overwrite keeps its
+///   place), and not kept while recovery runs (``endRecovery()`` builds it once, sorting the keys).
 ///
 /// Probing is double hashing over groups: the hash picks a home group and a step, and the number of
 /// groups is prime, so the path visits every group. A key is in the first group of its path that
@@ -70,11 +73,6 @@ package final class KeyIndex {
         }
     }
 
-    /// The arena's chunk size bounds its slack (the unused end of the last chunk) to about a byte
-    /// per key from 200,000 keys on; a key is at most 64 KiB.
-    private static let arenaChunkShift = 18
-    private static let arenaChunkSize = 1 << arenaChunkShift
-    private static let arenaOffsetMask = UInt32(arenaChunkSize - 1)
     private static let empty: UInt8 = 0, deleted: UInt8 = 1
     /// Slots per group: the control bytes probed at once (one `UInt64`).
     private static let groupWidth = 8
@@ -96,13 +94,10 @@ package final class KeyIndex {
     @exclusivity(unchecked) package private(set) var count = 0
     @exclusivity(unchecked) private var tombstones = 0
 
-    @exclusivity(unchecked) private var arenaChunks: [UnsafeMutableRawPointer] = []
-    @exclusivity(unchecked) private var arenaUsed = 0  // bytes used in the last chunk
-    /// Chunk 0 of the arena starts small and grows (by copying) to full size, so that a store with
-    /// a handful of keys does not pay for a full chunk.
-    @exclusivity(unchecked) private var arenaChunk0Capacity = 0
-    @exclusivity(unchecked) private var arenaGarbage = 0
-    @exclusivity(unchecked) private var arenaLive = 0
+    @exclusivity(unchecked) private var arena = KeyArena()
+    @exclusivity(unchecked) private var ordered = OrderedKeys()
+    /// False while recovery runs: the ordered view is built when it ends.
+    @exclusivity(unchecked) private var maintainsOrder = true
 
     /// One sequence number per slot, while recovery runs.
     @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
@@ -118,14 +113,12 @@ package final class KeyIndex {
 
     deinit {
         Self.deallocateTable(control, table)
-        arenaChunks.forEach { $0.deallocate() }
         seqs.map { TableMemory.deallocate($0) }
     }
 
     /// Bytes of memory the index holds (tables, arena), for the per-key figure.
     package var memoryBytes: Int {
-        capacity + capacity * MemoryLayout<Entry>.stride
-            + (arenaChunks.count <= 1 ? arenaChunk0Capacity : arenaChunks.count * Self.arenaChunkSize)
+        capacity + capacity * MemoryLayout<Entry>.stride + arena.memoryBytes + ordered.memoryBytes
             + (seqs == nil ? 0 : capacity * 8)
     }
 
@@ -241,6 +234,56 @@ package final class KeyIndex {
         }
     }
 
+    // MARK: Ordered walks
+
+    /// Calls `body` with each live key inside `span`, in ascending (or descending) byte order,
+    /// until it returns false. The key is valid only during the call; `body` must not change the
+    /// index. O(log n) to start, then O(1) amortized per key (a key's bytes are one arena read,
+    /// loaded a few keys ahead). Not while recovery runs.
+    package func walk(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer) -> Bool) {
+        precondition(maintainsOrder, "no ordered view while recovery runs")
+        let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
+        func run(_ from: OrderedKeys.Start) {
+            ordered.walk(from: from, descending: descending, arena: arena) { position in
+                let key = keyBytes(at: position)
+                guard end.admits(key, asUpper: !descending) else { return false }
+                return body(key)
+            }
+        }
+        switch start {
+        case .unbounded: run(.end)
+        case .included(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: true)) }
+        case .excluded(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: false)) }
+        }
+    }
+
+    /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
+    /// which matches the entry by arena position and reads no stored key.
+    package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
+        precondition(maintainsOrder, "no ordered view while recovery runs")
+        let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
+        func run(_ from: OrderedKeys.Start) {
+            ordered.walk(from: from, descending: descending, arena: arena) { position in
+                let key = keyBytes(at: position)
+                guard end.admits(key, asUpper: !descending) else { return false }
+                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
+                return body(key, location(ofSlot: slot))
+            }
+        }
+        switch start {
+        case .unbounded: run(.end)
+        case .included(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: true)) }
+        case .excluded(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: false)) }
+        }
+    }
+
+    /// Test-only: traps unless the ordered view is well formed and holds exactly the live keys.
+    package func checkOrderedView() {
+        guard maintainsOrder else { return }
+        ordered.checkInvariants(arena: arena)
+        precondition(ordered.count == count, "the ordered view holds \(ordered.count) keys, the table \(count)")
+    }
+
     // MARK: Recovery
 
     /// Starts recording sequence numbers so that ``recover(_:_:seq:isDelete:)`` can keep the newest
@@ -248,6 +291,7 @@ package final class KeyIndex {
     package func beginRecovery() {
         guard seqs == nil else { return }
         seqs = Self.allocateSeqs(capacity: capacity)
+        maintainsOrder = false
     }
 
     /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
@@ -313,7 +357,10 @@ package final class KeyIndex {
         if capacity > Self.shrinkableCapacity && usedSlots * 2 < capacity {
             resize(toHold: count + 1, load: Self.maximumLoad, shrinking: true)
         }
-        compactArenaIfWasteful()
+        if !maintainsOrder {
+            rebuildInKeyOrder(compactingArena: arena.isWasteful)
+            maintainsOrder = true
+        }
     }
 
     // MARK: Internals
@@ -414,6 +461,8 @@ package final class KeyIndex {
         /// The live entry pointing at this record, without reading the stored key: only the key's
         /// own entry can, as a record holds one key. A compare-and-set then costs no arena miss.
         case location(RecordLocation)
+        /// The entry whose key is stored at this arena position (each key has its own).
+        case keyPosition(UInt32)
     }
 
     /// The slot holding `key` (as `match` says), if present.
@@ -439,6 +488,7 @@ package final class KeyIndex {
                     case .key: if keyBytes(at: keyPosition(ofSlot: slot)).hasSameBytes(as: key) { return slot }
                     case .location(let expected):
                         if bits & Entry.tombstoneBit == 0 && Entry.location(place: place(ofSlot: slot), bits: bits) == expected { return slot }
+                    case .keyPosition(let position): if keyPosition(ofSlot: slot) == position { return slot }
                     }
                 }
                 matches &= matches &- 1
@@ -469,16 +519,22 @@ package final class KeyIndex {
         let slot = freeSlot(for: hash)
         if control[slot] == Self.empty { usedSlots += 1 }
         control[slot] = Self.tag(hash)
-        table[slot] = Entry(keyPosition: storeKey(key), location: location, check: Self.checkBits(hash), tombstone: tombstone)
+        let position = arena.store(key)
+        table[slot] = Entry(keyPosition: position, location: location, check: Self.checkBits(hash), tombstone: tombstone)
+        if maintainsOrder { ordered.insert(key, at: position, arena: arena) }
         totalKeyBytes += key.count
         return slot
     }
 
     private func removeSlot(_ slot: Int) {
-        let key = keyBytes(at: table[slot].keyPosition)
+        let position = table[slot].keyPosition
+        let key = arena.bytes(at: position)
         totalKeyBytes -= key.count
-        arenaGarbage += key.count + Varint.size(of: UInt64(key.count))
-        arenaLive -= key.count + Varint.size(of: UInt64(key.count))
+        if maintainsOrder {
+            let removed = ordered.remove(key, at: position, arena: arena)
+            precondition(removed, "a live key is in the ordered view")
+        }
+        arena.release(position)
         // A group with an empty slot has never been full since the last rehash, so no probe path
         // runs through it: the slot can be empty too. In a full group it must stay on the paths.
         if Self.zeroBytes(controlWord(slot / Self.groupWidth)) != 0 {
@@ -487,31 +543,18 @@ package final class KeyIndex {
         } else {
             control[slot] = Self.deleted
         }
-        if seqs == nil { compactArenaIfWasteful() }
-    }
-
-    /// Where an arena position's length prefix starts.
-    @inline(__always)
-    private func arenaAddress(_ position: UInt32) -> UnsafeMutableRawPointer {
-        arenaChunks[Int(position >> Self.arenaChunkShift)] + Int(position & Self.arenaOffsetMask)
+        if maintainsOrder && arena.isWasteful { rebuildInKeyOrder(compactingArena: true) }
     }
 
     @inline(__always)
-    private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer {
-        let start = arenaAddress(position)
-        // The length varint was written whole by `storeKey`, so reading it stays inside the chunk.
-        let header = UnsafeRawBufferPointer(start: start, count: 3)
-        var offset = 0
-        let length = Int(Varint.read(header, at: &offset)!)
-        return UnsafeRawBufferPointer(start: start + offset, count: length)
-    }
+    private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer { arena.bytes(at: position) }
 
     /// Starts loading the key of `slot`, if it is a full slot of the table, for a walk in slot
     /// order (the keys lie in the arena in insertion order, so such a walk reads them at random).
     @inline(__always)
     private func prefetchKey(ofSlot slot: Int) {
         guard slot < capacity, control[slot] >= 0x80 else { return }
-        cask_prefetch_for_read(arenaAddress(keyPosition(ofSlot: slot)))
+        cask_prefetch_for_read(arena.address(keyPosition(ofSlot: slot)))
     }
 
     // Reads of an entry that may run beside ``switchLocation(_:from:to:)``: the segment-and-offset
@@ -538,41 +581,6 @@ package final class KeyIndex {
         Entry.location(place: place(ofSlot: slot), bits: bits(ofSlot: slot))
     }
 
-    private func storeKey(_ key: UnsafeRawBufferPointer) -> UInt32 {
-        let needed = Varint.size(of: UInt64(key.count)) + key.count
-        if arenaChunks.count == 1, arenaChunk0Capacity < Self.arenaChunkSize, arenaUsed + needed > arenaChunk0Capacity {
-            var grownCapacity = arenaChunk0Capacity * 2
-            while grownCapacity < arenaUsed + needed && grownCapacity < Self.arenaChunkSize { grownCapacity *= 2 }
-            grownCapacity = min(grownCapacity, Self.arenaChunkSize)  // a second chunk comes only after this one is full size
-            let grown = UnsafeMutableRawPointer.allocate(byteCount: grownCapacity, alignment: 8)
-            grown.copyMemory(from: arenaChunks[0], byteCount: arenaUsed)
-            arenaChunks[0].deallocate()
-            arenaChunks[0] = grown
-            arenaChunk0Capacity = grownCapacity
-        }
-        let lastCapacity = arenaChunks.count == 1 ? arenaChunk0Capacity : Self.arenaChunkSize
-        if arenaChunks.isEmpty || arenaUsed + needed > lastCapacity {
-            precondition(arenaChunks.count < 1 << (32 - Self.arenaChunkShift), "the index holds at most 4 GiB of keys")
-            if arenaChunks.isEmpty {
-                var initial = 4096
-                while initial < needed { initial *= 2 }
-                arenaChunk0Capacity = min(initial, Self.arenaChunkSize)
-                arenaChunks.append(.allocate(byteCount: arenaChunk0Capacity, alignment: 8))
-            } else {
-                arenaChunks.append(.allocate(byteCount: Self.arenaChunkSize, alignment: 8))
-            }
-            arenaUsed = 0
-        }
-        let chunk = arenaChunks[arenaChunks.count - 1]
-        let position = UInt32(arenaChunks.count - 1) << Self.arenaChunkShift | UInt32(arenaUsed)
-        var used = Varint.write(UInt64(key.count), to: chunk + arenaUsed)
-        if let base = key.baseAddress { (chunk + arenaUsed + used).copyMemory(from: base, byteCount: key.count) }
-        used += key.count
-        arenaUsed += used
-        arenaLive += used
-        return position
-    }
-
     /// Makes room for `keys` keys in all without growing the table again.
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
     /// hold `keys` at a load of at most 7/8, the most the table allows.)
@@ -595,7 +603,7 @@ package final class KeyIndex {
         for slot in 0..<oldCapacity {
             // The walk is in slot order, the keys at random in the arena: load them ahead.
             let ahead = slot + Self.walkPrefetchDistance
-            if ahead < oldCapacity, oldControl[ahead] >= 0x80 { cask_prefetch_for_read(arenaAddress(oldTable[ahead].keyPosition)) }
+            if ahead < oldCapacity, oldControl[ahead] >= 0x80 { cask_prefetch_for_read(arena.address(oldTable[ahead].keyPosition)) }
             let byte = oldControl[slot]
             guard byte >= 0x80 else { continue }
             let entry = oldTable[slot]
@@ -609,25 +617,39 @@ package final class KeyIndex {
         oldSeqs.map { TableMemory.deallocate($0) }
     }
 
-    /// Rewrites the arena when deleted keys waste more than half of it.
-    private func compactArenaIfWasteful() {
-        guard arenaGarbage > Self.arenaChunkSize, arenaGarbage > arenaLive else { return }
-        let oldChunks = arenaChunks
-        arenaChunks = []
-        arenaUsed = 0
-        arenaChunk0Capacity = 0
-        arenaLive = 0
-        arenaGarbage = 0
-        for slot in 0..<capacity where control[slot] >= 0x80 {
-            let position = table[slot].keyPosition
-            let chunk = oldChunks[Int(position >> Self.arenaChunkShift)]
-            let start = Int(position & Self.arenaOffsetMask)
-            var offset = 0
-            let header = UnsafeRawBufferPointer(start: chunk + start, count: 3)
-            let length = Int(Varint.read(header, at: &offset)!)
-            table[slot].keyPosition = storeKey(UnsafeRawBufferPointer(start: chunk + start + offset, count: length))
+    /// Builds the ordered view afresh from the live keys (walking the old one, or sorting the
+    /// table's keys when there is none yet), and with `compactingArena` rewrites the arena with
+    /// them in key order (dropping deleted keys' bytes), so that walks in key order read it
+    /// sequentially. O(n) with an ordered view; O(n) radix passes plus sorting of keys that share
+    /// their first 8 bytes without one.
+    private func rebuildInKeyOrder(compactingArena: Bool) {
+        var entries: [(head: UInt64, position: UInt32)] = []
+        entries.reserveCapacity(count)
+        if maintainsOrder {
+            ordered.walk(from: .end, descending: false, arena: arena) { position in
+                entries.append((OrderedKeys.head(keyBytes(at: position)), position))
+                return true
+            }
+        } else {
+            for slot in 0..<capacity where control[slot] >= 0x80 && !table[slot].isTombstone {
+                let position = table[slot].keyPosition
+                entries.append((OrderedKeys.head(keyBytes(at: position)), position))
+            }
+            OrderedKeys.sort(&entries, arena: arena)
         }
-        oldChunks.forEach { $0.deallocate() }
+        if compactingArena {
+            var fresh = KeyArena()
+            for index in entries.indices {
+                let old = entries[index].position
+                let key = keyBytes(at: old)
+                let new = fresh.store(key)
+                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
+                table[slot].keyPosition = new
+                entries[index].position = new
+            }
+            arena = fresh
+        }
+        entries.withUnsafeBufferPointer { ordered.rebuild(from: $0) }
     }
 }
 
