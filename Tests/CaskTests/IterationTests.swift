@@ -182,9 +182,9 @@ final class IterationTests: XCTestCase {
 
     // MARK: Order
 
-    /// Entries come in storage order: by segment, then by offset, whatever order the keys were
-    /// written in — so each segment is read front to back.
-    func testVisitsInStorageOrder() throws {
+    /// Entries come in key order (bytewise), ascending or descending, whatever order the keys
+    /// were written in and whichever segments hold them; `after` resumes after a key.
+    func testVisitsInKeyOrder() throws {
         let dir = TemporaryDirectory("cask-iteration-order")
         defer { dir.remove() }
         var options = CaskStore.Options()
@@ -192,33 +192,35 @@ final class IterationTests: XCTestCase {
         options.automaticCompaction = false
         var store = try CaskStore.open(at: dir.path, options: options)
         var rng = SeededGenerator(seed: 0x0DE5)
+        var model = Set<[UInt8]>()
         for _ in 0..<3_000 {
             let key = Array("key-\(Int.random(in: 0..<1_500, using: &rng))".utf8)
             if Int.random(in: 0..<8, using: &rng) == 0 {
                 try store.delete(key)
+                model.remove(key)
             } else {
                 try store.put(key, rng.bytes(Int.random(in: 1...120, using: &rng)))
+                model.insert(key)
             }
         }
+        let expected = model.sorted { $0.lexicographicallyPrecedes($1) }
         for reopen in [false, true] {
             if reopen {
                 try store.close()
                 store = try CaskStore.open(at: dir.path, options: options)
             }
-            try store.flush()
-            // Each key's latest record, in file order: later records of a key replace earlier ones.
-            var latest: [[UInt8]: (segment: UInt64, offset: Int)] = [:]
-            for id in try StoreFiles.segmentIDs(in: dir.path) {
-                for record in try StoreFiles.records(ofSegment: StoreFiles.segmentPath(dir.path, id)) {
-                    latest[record.key] = record.type == .put ? (id, record.offset) : nil
-                }
-            }
-            let expected = latest.sorted { ($0.value.segment, $0.value.offset) < ($1.value.segment, $1.value.offset) }.map(\.key)
+            XCTAssertGreaterThan(try StoreFiles.segmentIDs(in: dir.path).count, 5)
             var order: [[UInt8]] = []
             try store.forEach { key, _ in order.append(Array(key)) }
-            XCTAssertGreaterThan(try StoreFiles.segmentIDs(in: dir.path).count, 5)
             XCTAssertEqual(order.count, expected.count, "reopened: \(reopen)")
-            XCTAssertTrue(order == expected, "reopened: \(reopen): not in storage order")
+            XCTAssertTrue(order == expected, "reopened: \(reopen): not in key order")
+            order = []
+            try store.forEach(order: .descending) { key, _ in order.append(Array(key)) }
+            XCTAssertTrue(order == expected.reversed(), "reopened: \(reopen): not in descending key order")
+            order = []
+            var entries = try store.entries(after: expected[700])
+            while let entry = try entries.next() { order.append(entry.key) }
+            XCTAssertTrue(order == Array(expected[701...]), "reopened: \(reopen): resumed after a key")
         }
         try store.close()
     }
@@ -263,10 +265,11 @@ final class IterationTests: XCTestCase {
 
     // MARK: Compaction and concurrent writers
 
-    /// The snapshot is taken by `entries()`; a compaction then retires every segment it points
-    /// into, so each key is looked up again: moved records are found, keys overwritten since show
-    /// their new value, keys deleted since are skipped. Without the compaction, deleted and
-    /// overwritten keys show their value at the snapshot.
+    /// A listing reads the keys and locations of one slice (64 keys) at a time. Keys of a slice
+    /// already read show the value they had then (deleted ones too) — or, where a compaction has
+    /// retired the segment they point into (and the listing does not hold it), they are looked up
+    /// again: moved records are found, keys overwritten since show their new value, keys deleted
+    /// since are skipped. Keys of later slices show what they are when their slice is read.
     func testRecordsMovedByACompactionAreFoundAgain() throws {
         for compacting in [true, false] {
             let dir = TemporaryDirectory("cask-iteration-moved")
@@ -283,8 +286,12 @@ final class IterationTests: XCTestCase {
                     try store.put(key, model[key]!)
                 }
             }
-            let atSnapshot = model
+            let before = model
+            let firstSlice = Set(model.keys.sorted { $0.lexicographicallyPrecedes($1) }.prefix(CaskStore.listingSlice))
             var entries = try store.entries()
+            var seen: [[UInt8]: [UInt8]] = [:]
+            let first = try XCTUnwrap(entries.next())
+            seen[first.key] = first.value
             for i in 0..<120 where i % 10 == 0 {
                 let key = Array("k\(i)".utf8)
                 try store.delete(key)
@@ -292,22 +299,24 @@ final class IterationTests: XCTestCase {
             }
             for i in 0..<120 where i % 10 == 5 {
                 let key = Array("k\(i)".utf8)
-                model[key] = Array("after the snapshot \(i)".utf8)
+                model[key] = Array("after the first slice \(i)".utf8)
                 try store.put(key, model[key]!)
             }
             if compacting {
                 let result = try store.compact()
                 XCTAssertGreaterThan(result.segmentsCompacted, 1)
             }
-            var seen: [[UInt8]: [UInt8]] = [:]
             while let entry = try entries.next() {
                 XCTAssertNil(seen.updateValue(entry.value, forKey: entry.key), "\(name(entry.key)) twice")
             }
-            if compacting {
-                XCTAssertEqual(seen, model, "after a compaction: each key as it is now")
-            } else {
-                XCTAssertEqual(seen, atSnapshot, "without a compaction: each key as it was at the snapshot")
+            // Keys after the first slice: as they are now. Keys of the first slice: as they were
+            // when it was read — or, if the compaction retired their segment, as they are now.
+            var wrong: [String] = []
+            for key in Set(model.keys).union(before.keys) {
+                let allowed: [[UInt8]?] = firstSlice.contains(key) ? (compacting ? [before[key], model[key]] : [before[key]]) : [model[key]]
+                if !allowed.contains(seen[key]) { wrong.append(name(key)) }
             }
+            XCTAssertEqual(wrong, [], "compacting: \(compacting): keys with values they never had at those times")
             try store.close()
         }
     }
@@ -423,11 +432,8 @@ final class IterationTests: XCTestCase {
             let records = try StoreFiles.records(ofSegment: path)
             let damaged = records[records.count / 2]
             try StoreFiles.flip(path, at: damaged.end - 1)
-            // Entries before the damaged one in storage order: all of the segments before, and the
-            // records before it in its own.
-            var before = 0
-            for id in ids where id < damagedID { before += try StoreFiles.records(ofSegment: StoreFiles.segmentPath(dir.path, id)).count }
-            before += records.firstIndex { $0.offset == damaged.offset }!
+            // Entries before the damaged one in key order.
+            let before = model.keys.filter { $0.lexicographicallyPrecedes(damaged.key) }.count
 
             store = try CaskStore.open(at: dir.path, options: options)
             XCTAssertTrue(store.recoveryReport.isClean, "the index comes from the hint files")

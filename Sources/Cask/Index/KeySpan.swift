@@ -1,6 +1,6 @@
 /// A range of keys in byte order, for the index's ordered walks: between a lower and an upper bound.
-package struct KeySpan: Equatable, Sendable {
-    package enum Bound: Equatable, Sendable {
+package struct KeySpan: Hashable, Sendable {
+    package enum Bound: Hashable, Sendable {
         case unbounded
         case included([UInt8])
         case excluded([UInt8])

@@ -4,7 +4,7 @@ import Glibc
 import Musl
 #endif
 
-/// An object guarded by a `pthread_rwlock_t`: many readers at once, or one writer.
+/// An object guarded by a `pthread_rwlock_t`: many readers at once, or one writer; writers first.
 ///
 /// The object is reachable only inside `read`/`write` closures, which must not let it escape, and
 /// which must change it only in `write`. This is the one place the store's shared state crosses
@@ -21,7 +21,14 @@ package final class ReadWriteLock<Value: AnyObject>: @unchecked Sendable {
         self.value = value
         lock = .allocate(capacity: 1)
         lock.initialize(to: pthread_rwlock_t())
-        precondition(pthread_rwlock_init(lock, nil) == 0)
+        // Writers first: a waiting writer holds up readers that come after it, so that readers
+        // taking the lock one slice after another (a listing) cannot keep a writer out. The price:
+        // a thread must never take the read lock twice (a writer waiting in between would deadlock).
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        precondition(pthread_rwlock_init(lock, &attributes) == 0)
+        pthread_rwlockattr_destroy(&attributes)
     }
 
     deinit {

@@ -1,27 +1,27 @@
 extension CaskStore {
-    /// Calls `body` with every entry of the store — or of the keys that start with `prefix` — in
-    /// storage order, like Bitcask's fold.
+    /// Calls `body` with every entry in `range` (all of them by default), in key order (or
+    /// descending), like Bitcask's fold with LevelDB's order.
     ///
     /// ```swift
-    /// try store.forEach(prefix: Array("drafts/ada/".utf8)) { key, value in total += value.count }
+    /// try store.forEach(in: .prefix("drafts/ada/")) { key, value in total += value.count }
     /// ```
     ///
-    /// **Which keys.** A snapshot of the index taken when the call starts: every key live at that
-    /// moment (under `prefix`, and not expired), each visited once. A key written after the
-    /// snapshot is not visited; a key whose record expires before its turn is skipped.
+    /// **Which keys.** As ``keys(in:after:limit:order:)`` lists them: read from the ordered index
+    /// in slices of at most 64 (each under the shared index lock, for microseconds), each resuming
+    /// after the last key of the one before. A key live for the whole call is visited exactly once;
+    /// a key created or deleted during the call may be visited or not; none twice or out of order.
+    /// Expired keys are skipped. `after` starts after that key (in `order`), for resuming.
     ///
-    /// **Which values.** Every value is read as ``get(_:)-(Collection<UInt8>)`` reads one: from a whole record
-    /// whose checksum and key are verified, expanded from LZ4 — never torn, never another key's. It
-    /// is the value the key had at the snapshot, read from the record the index pointed at then
-    /// (records are never changed in place). One exception: when a compaction has retired that
-    /// record's segment since the snapshot, the key is looked up again and its value at that moment
-    /// is visited, or nothing if it has been deleted by then. So a key overwritten during the call
-    /// shows its old or its new value, and a key deleted during the call may still be visited with
-    /// its last value.
+    /// **Which values.** Every value is read as ``get(_:)-(Collection<UInt8>)`` reads one: from a
+    /// whole record whose checksum and key are verified, expanded from LZ4 — never torn, never
+    /// another key's. It is the value the key had when its slice was read, from the record the
+    /// index pointed at then (records are never changed in place), or, when a compaction has
+    /// retired that record's segment since, the value the key has when it is visited (or nothing,
+    /// if it has been deleted by then).
     ///
-    /// **Threads.** Thread-safe, alongside reads, writes, deletes and compactions: the segment file
-    /// being read is held, so a compaction retiring it cannot close it under the read. `body` runs
-    /// on the calling thread with no store lock held: it may call the store, writes included.
+    /// **Threads.** Thread-safe, alongside reads, writes, deletes and compactions: the segment
+    /// file being read is held, so a compaction retiring it cannot close it under the read. `body`
+    /// runs on the calling thread with no store lock held: it may call the store, writes included.
     /// A `close()` during the call makes it throw ``CaskError/closed`` before the next entry.
     ///
     /// **Errors.** A damaged record throws ``CaskError/corruptRecord(path:offset:reason:)`` with its
@@ -29,56 +29,77 @@ extension CaskStore {
     /// iteration and is rethrown as it is; so is a `CaskError` from a store call inside `body`. For a
     /// `body` that throws errors of other types, the overload without typed throws takes it.
     ///
-    /// **Cost.** Taking the snapshot is one pass over the index under the shared index lock (as long
-    /// as ``keys(prefix:)`` holds it; writers wait meanwhile), then, without the lock, a radix sort by
-    /// segment and offset: O(n) for n keys. It holds their keys plus 24 bytes each until the call
-    /// returns (twice that while it is sorted).
-    /// Then each record is read once, in file order: through the segment's memory mapping (no
-    /// syscall, sequential page faults) or, with `Options.memoryMappedReads` off, by `pread` calls of
-    /// up to 1 MiB spanning consecutive records. Records still in the write buffer (`.buffered`) are
-    /// copied out of it. No allocation per entry: compressed values are expanded into one reused buffer.
+    /// **Cost.** O(log n) to find the first key, then per entry one probe of the hash index and one
+    /// record read: through the segment's memory mapping (no syscall) or, with
+    /// `Options.memoryMappedReads` off, a `pread` (reading on through the records after it in the
+    /// same segment, up to 1 MiB, when they are next in the listing too). Records still in the
+    /// write buffer (`.buffered`) are copied out of it. No allocation per entry: compressed values
+    /// are expanded into one reused buffer. Records lie in the order they were written, so a
+    /// listing reads them at random unless they were written in key order.
     ///
     /// `key` and `value` are valid only during the call to `body`: copy what you keep.
     public func forEach(
-        prefix: [UInt8] = [],
+        in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws(CaskError) -> Void
     ) throws(CaskError) {
-        var scan = try EntryScan(store: self, prefix: prefix)
+        var scan = EntryScan(store: self, range: range, after: after, order: order)
         while let visited = try scan.visitNext({ key, value, _ in Result { () throws(CaskError) in try body(key, value) } }) {
             try visited.get()
         }
     }
 
-    /// As the `forEach(prefix:_:)` above, for a `body` that throws errors of its own: the first
-    /// error, `body`'s or a ``CaskError`` from the store, stops the iteration and is rethrown as it
-    /// is. Throwing is also how to stop early.
+    /// As the `forEach(in:after:order:_:)` above, for a `body` that throws errors of its own: the
+    /// first error, `body`'s or a ``CaskError`` from the store, stops the iteration and is rethrown
+    /// as it is. Throwing is also how to stop early.
     public func forEach(
-        prefix: [UInt8] = [],
+        in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        var scan = try EntryScan(store: self, prefix: prefix)
+        var scan = EntryScan(store: self, range: range, after: after, order: order)
         while let visited = try scan.visitNext({ key, value, _ in Result { try body(key, value) } }) {
             try visited.get()
         }
     }
 
-    /// The entries of the store (or of the keys under `prefix`) one at a time, each with its expiry:
+    /// `forEach(in: .prefix(prefix), …)`.
+    public func forEach(
+        prefix: [UInt8], order: KeyOrder = .ascending,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws(CaskError) -> Void
+    ) throws(CaskError) {
+        try forEach(in: .prefix(prefix), order: order, body)
+    }
+
+    /// `forEach(in: .prefix(prefix), …)`, for a `body` that throws errors of its own.
+    public func forEach(
+        prefix: [UInt8], order: KeyOrder = .ascending,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        try forEach(in: .prefix(prefix), order: order, body)
+    }
+
+    /// The entries in `range` one at a time, each with its expiry:
     ///
     /// ```swift
-    /// var entries = try store.entries()
+    /// var entries = try store.entries(in: .prefix("drafts/"))
     /// while let entry = try entries.next() { try export(entry) }
     /// ```
     ///
-    /// The same snapshot, order, values and errors as `forEach(prefix:_:)`; each entry's key and
-    /// value are copied into arrays (two allocations per entry). The snapshot is taken here. While
-    /// the iterator lives it holds the snapshot and the segment file it is reading, whose disk space
-    /// a compaction then cannot give back yet: let it go when done.
-    public func entries(prefix: [UInt8] = []) throws(CaskError) -> EntryIterator {
-        EntryIterator(scan: try EntryScan(store: self, prefix: prefix))
+    /// The same keys, order, values and errors as `forEach(in:after:order:_:)`; each entry's key
+    /// and value are copied into arrays (two allocations per entry). While the iterator lives it
+    /// holds the segment file it is reading, whose disk space a compaction then cannot give back
+    /// yet: let it go when done.
+    public func entries(in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending) throws(CaskError) -> EntryIterator {
+        if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+        return EntryIterator(scan: EntryScan(store: self, range: range, after: after, order: order))
     }
 
-    /// The cursor ``entries(prefix:)`` returns. Not an `IteratorProtocol`, whose `next()` cannot
-    /// throw; not thread-safe (use it from one thread at a time).
+    /// `entries(in: .prefix(prefix), …)`.
+    public func entries(prefix: [UInt8], order: KeyOrder = .ascending) throws(CaskError) -> EntryIterator {
+        try entries(in: .prefix(prefix), order: order)
+    }
+
+    /// The cursor ``entries(in:after:order:)`` returns. Not an `IteratorProtocol`, whose `next()`
+    /// cannot throw; not thread-safe (use it from one thread at a time).
     public struct EntryIterator: ~Copyable {
         var scan: EntryScan
 
@@ -100,31 +121,31 @@ extension CaskStore {
     }
 }
 
-/// What `CaskStore.forEach(prefix:_:)` and ``CaskStore/EntryIterator`` run on: a snapshot of the
-/// index in storage order, and the reading of its entries one after another. Not thread-safe;
-/// owned by one iteration.
+/// What `CaskStore.forEach(in:after:order:_:)` and ``CaskStore/EntryIterator`` run on: a walk of
+/// the ordered index in slices (``KeyRangeCursor``), each slice's keys and locations copied out
+/// under the lock, and the reading of their records one after another without it. Not
+/// thread-safe; owned by one iteration.
 struct EntryScan: ~Copyable {
-    /// One key of the snapshot: where its record was, and its key in `keys`.
+    /// One key of the current slice: where its record was, and its key in `keys`.
     private struct Item {
         var location: RecordLocation
         var keyLength: UInt32
         var keyStart: Int
-
-        var storageOrder: UInt64 { UInt64(location.segmentID) << 32 | UInt64(location.offset) }
     }
 
     /// A `pread` of records reads ahead up to this many bytes of the same segment.
     private static let readAhead: Int64 = 1 << 20
 
     private let store: CaskStore
-    /// Sorted by segment, then offset.
-    private let items: [Item]
-    /// The snapshot's keys, back to back in the order of `items`. Never changed after `init`, so
-    /// views of it stay valid.
-    private let keys: ByteBuffer
+    private var cursor: KeyRangeCursor
+    /// The current slice, in listing order.
+    private var items: [Item] = []
+    /// The slice's keys, back to back in the order of `items`. Changed only when the next slice is
+    /// read, after every item of this one was visited, so views of it stay valid meanwhile.
+    private var keys = ByteBuffer(capacity: 1024)
     private var next = 0
     /// The segment of the entries being read, and its file, held meanwhile (nil: retired since the
-    /// snapshot). `UInt32.max` before the first: segment ids stop below it.
+    /// slice was read). `UInt32.max` before the first: segment ids stop below it.
     private var segmentID = UInt32.max
     private var segmentFile: SegmentFile?
     /// Bytes read with `pread`, or copied out of the write buffer, and where they come from
@@ -135,69 +156,23 @@ struct EntryScan: ~Copyable {
     /// The expanded value of the current entry, when it is compressed.
     private var value = ByteBuffer(capacity: 0)
 
-    /// Takes the snapshot: under the index lock, the location and key of every live key under
-    /// `prefix` that has not expired; then sorts it into storage order.
-    init(store: CaskStore, prefix: [UInt8]) throws(CaskError) {
-        var items: [Item] = []
-        var keys = ByteBuffer(capacity: 0)
-        try store.state.read { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
-            if prefix.isEmpty {
-                items.reserveCapacity(shared.index.count)
-                keys.reserve(shared.index.totalKeyBytes)
-            }
-            let now = CaskStore.nowMilliseconds()
-            shared.index.forEach { key, location in
-                guard key.count >= prefix.count && key.prefix(prefix.count).elementsEqual(prefix) else { return }
-                guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
-                items.append(Item(location: location, keyLength: UInt32(key.count), keyStart: keys.count))
-                keys.append(key)
-            }
-        }
-        Self.sortIntoStorageOrder(&items)
-        // The keys in the same order, so that reading them along with the records is sequential too
-        // (in the index's order, every key compared would be a cache miss).
-        var sortedKeys = ByteBuffer(capacity: keys.count)
-        keys.withUnsafeBytes { keys in
-            for index in items.indices {
-                let start = items[index].keyStart
-                items[index].keyStart = sortedKeys.count
-                sortedKeys.append(UnsafeRawBufferPointer(rebasing: keys[start..<(start + Int(items[index].keyLength))]))
-            }
-        }
+    init(store: CaskStore, range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         self.store = store
-        self.items = items
-        self.keys = sortedKeys
+        cursor = KeyRangeCursor(range, after: after, order: order)
+        items.reserveCapacity(CaskStore.listingSlice)
     }
 
-    /// Sorts `items` by ``Item/storageOrder``: a least-significant-digit radix sort, a byte at a
-    /// time, skipping the bytes every item shares (most of the segment id's). O(n): at a million
-    /// keys it takes a fraction of what comparison sorting took.
-    private static func sortIntoStorageOrder(_ items: inout [Item]) {
-        guard items.count > 1 else { return }
-        // One pass counts every byte position at once.
-        var counts = [Int](repeating: 0, count: 8 << 8)
-        for item in items {
-            let order = item.storageOrder
-            for byte in 0..<8 { counts[byte << 8 | Int(truncatingIfNeeded: order >> UInt64(byte * 8)) & 0xFF] += 1 }
-        }
-        let first = items[0].storageOrder
-        var scratch = items
-        for byte in 0..<8 {
-            let shift = UInt64(byte * 8)
-            guard counts[byte << 8 | Int(truncatingIfNeeded: first >> shift) & 0xFF] < items.count else { continue }
-            var next = [Int](repeating: 0, count: 256)
-            var position = 0
-            for digit in 0..<256 {
-                next[digit] = position
-                position += counts[byte << 8 | digit]
-            }
-            for item in items {
-                let digit = Int(truncatingIfNeeded: item.storageOrder >> shift) & 0xFF
-                scratch[next[digit]] = item
-                next[digit] += 1
-            }
-            swap(&items, &scratch)
+    /// Reads the next slice's keys and locations (expired keys left out) into `items` and `keys`.
+    private static func readSlice(
+        _ cursor: inout KeyRangeCursor, _ items: inout [Item], _ keys: inout ByteBuffer, store: CaskStore
+    ) throws(CaskError) {
+        items.removeAll(keepingCapacity: true)
+        keys.count = 0
+        let now = CaskStore.nowMilliseconds()
+        try cursor.nextSlice(of: store, budget: CaskStore.listingSlice, withLocations: true) { shared, key, location in
+            guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
+            items.append(Item(location: location!, keyLength: UInt32(key.count), keyStart: keys.count))
+            keys.append(key)
         }
     }
 
@@ -207,8 +182,14 @@ struct EntryScan: ~Copyable {
     mutating func visitNext<R>(
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ expiresAt: UInt64?) -> R
     ) throws(CaskError) -> R? {
-        while next < items.count {
+        while true {
             if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if next == items.count {
+                if cursor.finished { break }
+                try Self.readSlice(&cursor, &items, &keys, store: store)
+                next = 0
+                continue
+            }
             let index = next
             let item = items[index]
             next += 1
@@ -289,15 +270,18 @@ struct EntryScan: ~Copyable {
         return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + Int(location.length))]) }
     }
 
-    /// Bytes to `pread` from `items[index]`'s record on: through the last record after it in the
-    /// same segment that ends within ``readAhead`` bytes and below `written` (at least the one record).
-    /// Gaps between them (dead records) are read too, so the reads stay sequential.
+    /// Bytes to `pread` from `items[index]`'s record on: through the last of the records listed
+    /// after it that follow it in the same segment, in file order, ending within ``readAhead``
+    /// bytes and below `written` (at least the one record). Gaps between them (dead records) are
+    /// read too, so the reads stay sequential. Records written in key order are read this way in
+    /// a few large reads; records written at random, one by one.
     private func readAheadLength(from index: Int, upTo written: Int64) -> Int64 {
         let first = items[index].location
         let start = Int64(first.offset)
         var end = start + Int64(first.length)
         var following = index + 1
-        while following < items.count, items[following].location.segmentID == first.segmentID {
+        while following < items.count, items[following].location.segmentID == first.segmentID,
+              Int64(items[following].location.offset) >= end {
             let location = items[following].location
             let itemEnd = Int64(location.offset) + Int64(location.length)
             guard itemEnd - start <= Self.readAhead, itemEnd <= written else { break }
@@ -307,7 +291,7 @@ struct EntryScan: ~Copyable {
         return end - start
     }
 
-    /// `item`'s key, viewed in `keys` (which does not change after `init`).
+    /// `item`'s key, viewed in `keys` (which does not change until the next slice).
     private func keyBytes(_ item: Item) -> UnsafeRawBufferPointer {
         keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[item.keyStart..<(item.keyStart + Int(item.keyLength))]) }
     }

@@ -69,24 +69,6 @@ extension CaskStore {
         }
     }
 
-    /// All keys, sorted bytewise (optionally only those starting with `prefix`); expired keys excluded.
-    /// Complexity: O(n log n) in the number of keys; copies every key.
-    public func keys(prefix: [UInt8] = []) throws(CaskError) -> [[UInt8]] {
-        var keys: [[UInt8]] = try state.read { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
-            var keys: [[UInt8]] = []
-            keys.reserveCapacity(prefix.isEmpty ? shared.index.count : 16)
-            let now = Self.nowMilliseconds()
-            shared.index.forEach { key, _ in
-                guard key.count >= prefix.count && key.prefix(prefix.count).elementsEqual(prefix) else { return }
-                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { keys.append(Array(key)) }
-            }
-            return keys
-        }
-        keys.sort { $0.lexicographicallyPrecedes($1) }
-        return keys
-    }
-
     // MARK: The read path
 
     @usableFromInline

@@ -1,0 +1,152 @@
+extension CaskStore {
+    /// Keys a listing visits under the index lock at a time: a writer waits at most for one slice
+    /// (a few microseconds), whatever the size of the store or of the listing.
+    static let listingSlice = 64
+
+    /// The keys in `range`, in byte order (or descending), expired keys excluded.
+    ///
+    /// ```swift
+    /// let page = try store.keys(in: .prefix("drafts/ada/"), limit: 20, order: .descending)
+    /// let next = try store.keys(in: .prefix("drafts/ada/"), after: page.last, limit: 20, order: .descending)
+    /// ```
+    ///
+    /// `after` resumes a listing: only keys after it in `order` are listed (it need not exist).
+    /// `limit` caps the number of keys returned.
+    ///
+    /// **Consistency.** The keys are read from the index's ordered view in slices of at most 64,
+    /// each under the shared index lock, each resuming after the last key of the one before. A key
+    /// live for the whole call is listed exactly once; a key created or deleted during the call
+    /// may be listed or not; no key is listed twice or out of order. Writers wait at most for one
+    /// slice.
+    ///
+    /// Complexity: O(log n) to find the first key, then O(1) per key listed (plus O(log n) per 64),
+    /// and one allocation per key returned. Thread-safe.
+    public func keys(in range: KeyRange = .all, after: [UInt8]? = nil, limit: Int = .max, order: KeyOrder = .ascending) throws(CaskError) -> [[UInt8]] {
+        precondition(limit >= 0, "limit must not be negative")
+        var cursor = KeyRangeCursor(range, after: after, order: order)
+        var keys: [[UInt8]] = []
+        let now = Self.nowMilliseconds()
+        while !cursor.finished && keys.count < limit {
+            try cursor.nextSlice(of: self, budget: min(Self.listingSlice, limit - keys.count), withLocations: false) { shared, key, _ in
+                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { keys.append(Array(key)) }
+            }
+        }
+        return keys
+    }
+
+    /// The keys that start with `prefix`: ``keys(in:after:limit:order:)`` of `.prefix(prefix)`.
+    public func keys(prefix: [UInt8], after: [UInt8]? = nil, limit: Int = .max, order: KeyOrder = .ascending) throws(CaskError) -> [[UInt8]] {
+        try keys(in: .prefix(prefix), after: after, limit: limit, order: order)
+    }
+
+    /// The number of keys in `range`, expired keys excluded. O(1) for `.all` (as ``count``);
+    /// otherwise O(log n + k) for k keys counted, in slices as ``keys(in:after:limit:order:)``
+    /// walks them, with no allocation.
+    public func count(in range: KeyRange) throws(CaskError) -> Int {
+        if range == .all {
+            return try state.read { (shared) throws(CaskError) in
+                if shared.closed { throw CaskError.closed }
+                return shared.index.count - (shared.expiries.isEmpty ? 0 : shared.expiries.expiredCount(now: Self.nowMilliseconds()))
+            }
+        }
+        var cursor = KeyRangeCursor(range, after: nil, order: .ascending)
+        var count = 0
+        let now = Self.nowMilliseconds()
+        while !cursor.finished {
+            try cursor.nextSlice(of: self, budget: Self.listingSlice * 4, withLocations: false) { shared, key, _ in
+                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { count += 1 }
+            }
+        }
+        return count
+    }
+
+    /// The number of keys that start with `prefix`: ``count(in:)`` of `.prefix(prefix)`.
+    public func count(prefix: [UInt8]) throws(CaskError) -> Int {
+        try count(in: .prefix(prefix))
+    }
+
+    /// Calls `body` with each key in `range`, in `order`, without copying keys into arrays: the
+    /// fastest way to list keys. The same keys, consistency and cost as
+    /// ``keys(in:after:limit:order:)``, without the allocations; `body` runs with no lock held (it
+    /// may call the store, writes included) and an error it throws stops the walk and is rethrown.
+    ///
+    /// `key` is valid only during the call to `body`: copy what you keep.
+    public func forEachKey(
+        in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending,
+        _ body: (_ key: UnsafeRawBufferPointer) throws(CaskError) -> Void
+    ) throws(CaskError) {
+        var cursor = KeyRangeCursor(range, after: after, order: order)
+        var keys = ByteBuffer(capacity: 1024)
+        var ends: [Int] = []
+        ends.reserveCapacity(Self.listingSlice)
+        let now = Self.nowMilliseconds()
+        while !cursor.finished {
+            keys.count = 0
+            ends.removeAll(keepingCapacity: true)
+            try cursor.nextSlice(of: self, budget: Self.listingSlice, withLocations: false) { shared, key, _ in
+                guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
+                keys.append(key)
+                ends.append(keys.count)
+            }
+            try keys.withUnsafeBytes { (all) throws(CaskError) in
+                var start = 0
+                for end in ends {
+                    try body(UnsafeRawBufferPointer(rebasing: all[start..<end]))
+                    start = end
+                }
+            }
+        }
+    }
+}
+
+/// A walk over a key range in slices: each slice visits at most a budget of keys under the
+/// store's shared index lock, and the next resumes after the last key visited. Not thread-safe;
+/// owned by one listing.
+struct KeyRangeCursor {
+    private(set) var span: KeySpan
+    let descending: Bool
+    private(set) var finished = false
+
+    init(_ range: KeyRange, after: [UInt8]?, order: KeyOrder) {
+        descending = order.isDescending
+        span = after.map { range.span.resuming(after: $0, descending: order.isDescending) } ?? range.span
+    }
+
+    /// Visits the next keys of the range, at most `budget` of them, under the shared index lock:
+    /// `visit` gets the shared state, the key (valid only during the call) and, `withLocations`, its
+    /// location. Sets ``finished`` when the range has no more keys. Throws ``CaskError/closed``.
+    mutating func nextSlice(
+        of store: CaskStore, budget: Int, withLocations: Bool,
+        _ visit: (CaskStore.SharedState, UnsafeRawBufferPointer, RecordLocation?) -> Void
+    ) throws(CaskError) {
+        precondition(budget > 0)
+        var visited = 0
+        var last: [UInt8]?
+        let span = span, descending = descending
+        try store.state.read { (shared) throws(CaskError) in
+            if shared.closed { throw CaskError.closed }
+            if withLocations {
+                shared.index.walkLocations(span, descending: descending) { key, location in
+                    visit(shared, key, location)
+                    visited += 1
+                    if visited < budget { return true }
+                    last = Array(key)
+                    return false
+                }
+            } else {
+                shared.index.walk(span, descending: descending) { key in
+                    visit(shared, key, nil)
+                    visited += 1
+                    if visited < budget { return true }
+                    last = Array(key)
+                    return false
+                }
+            }
+        }
+        if let last {
+            self.span = span.resuming(after: last, descending: descending)
+        } else {
+            finished = true
+        }
+    }
+}
