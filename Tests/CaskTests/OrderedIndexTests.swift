@@ -39,11 +39,13 @@ final class OrderedIndexTests: XCTestCase {
         return descending ? inside.reversed() : inside
     }
 
-    /// Keys like `drafts/<user>/<timestamp>` (long shared prefixes), short keys that differ from
+    /// Keys like `drafts/<user>/<timestamp>` (shared prefixes, some longer than 32 bytes), short keys that differ from
     /// each other only in trailing zero bytes ("a", "a\0"), and 0xFF runs (prefix ends).
     private func randomKey(_ rng: inout SeededGenerator) -> [UInt8] {
-        switch Int.random(in: 0..<4, using: &rng) {
+        switch Int.random(in: 0..<5, using: &rng) {
         case 0: return Array("drafts/\(Int.random(in: 0..<20, using: &rng))/\(Int.random(in: 0..<2_000, using: &rng))".utf8)
+        // Shared prefixes longer than a node keeps inline (32 bytes).
+        case 4: return Array("tenants/organisation-0000042/projects/\(Int.random(in: 0..<3, using: &rng))/\(Int.random(in: 0..<3_000, using: &rng))".utf8)
         case 1: return [UInt8(ascii: "a")] + [UInt8](repeating: 0, count: Int.random(in: 0...9, using: &rng))
         case 2: return [0xFF, 0xFF] + rng.bytes(Int.random(in: 0...3, using: &rng))
         default: return rng.bytes(Int.random(in: 1...24, using: &rng))

@@ -623,33 +623,32 @@ package final class KeyIndex {
     /// sequentially. O(n) with an ordered view; O(n) radix passes plus sorting of keys that share
     /// their first 8 bytes without one.
     private func rebuildInKeyOrder(compactingArena: Bool) {
-        var entries: [(head: UInt64, position: UInt32)] = []
-        entries.reserveCapacity(count)
+        var positions: [UInt32] = []
+        positions.reserveCapacity(count)
         if maintainsOrder {
             ordered.walk(from: .end, descending: false, arena: arena) { position in
-                entries.append((OrderedKeys.head(keyBytes(at: position)), position))
+                positions.append(position)
                 return true
             }
         } else {
             for slot in 0..<capacity where control[slot] >= 0x80 && !table[slot].isTombstone {
-                let position = table[slot].keyPosition
-                entries.append((OrderedKeys.head(keyBytes(at: position)), position))
+                positions.append(table[slot].keyPosition)
             }
-            OrderedKeys.sort(&entries, arena: arena)
+            OrderedKeys.sort(&positions, arena: arena)
         }
         if compactingArena {
             var fresh = KeyArena()
-            for index in entries.indices {
-                let old = entries[index].position
+            for index in positions.indices {
+                let old = positions[index]
                 let key = keyBytes(at: old)
                 let new = fresh.store(key)
                 let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
                 table[slot].keyPosition = new
-                entries[index].position = new
+                positions[index] = new
             }
             arena = fresh
         }
-        entries.withUnsafeBufferPointer { ordered.rebuild(from: $0) }
+        positions.withUnsafeBufferPointer { ordered.rebuild(from: $0, arena: arena) }
     }
 }
 

@@ -1,10 +1,14 @@
 /// The index's ordered view: a B+tree of the live keys' arena positions in byte order, beside the
 /// hash table, so that a range or prefix listing costs O(log n + k) instead of a pass over the table.
 ///
-/// Each entry is 12 bytes: the key's arena position and its *head*, the first 8 key bytes as a
-/// big-endian integer (zero-padded). Comparisons decide on the heads and read the key from the
-/// arena only when heads tie, so an insert costs about one cache miss per level below the levels
-/// the CPU keeps cached (the leaf, usually), not one per comparison. Nodes hold 64 entries; an
+/// Each entry is 12 bytes: the key's arena position and its *head*. A node keeps the prefix its
+/// keys share (up to 32 bytes, inline: its *skip*), and a head is the 8 key bytes after it as a
+/// big-endian integer (zero-padded), so that keys sharing long prefixes (`drafts/ada/…`,
+/// `0000000000123456`) still differ in their heads. A search compares the probe with a node's
+/// prefix once, then decides on heads and reads a key from the arena only when heads tie: an
+/// insert costs about one cache miss per level below those the CPU keeps cached, not one per
+/// comparison. A node's prefix shrinks (computed from the heads, no arena read) when a key
+/// without it arrives, and grows when a split leaves halves with a longer shared prefix. Nodes hold 64 entries; an
 /// internal node's entry i is the first key of child i when it was made, which routes a search
 /// (keys in child i are at least entry i and below entry i + 1; entry 0 is not read). Deleting a
 /// key leaves separators naming it: its bytes stay in the arena until the arena is rebuilt, and the
@@ -46,14 +50,21 @@ package struct OrderedKeys: ~Copyable {
     /// Bytes of memory held by the nodes.
     var memoryBytes: Int { leafCount * Node.byteCount(height: 0) + internalCount * Node.byteCount(height: 1) }
 
-    /// The first 8 bytes of `key` as a big-endian integer, zero-padded.
+    /// The 8 bytes of `key` from `offset` on as a big-endian integer, zero-padded.
     @inline(__always)
-    static func head(_ key: UnsafeRawBufferPointer) -> UInt64 {
-        if key.count >= 8 { return UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) }
+    static func head(_ key: UnsafeRawBufferPointer, from offset: Int) -> UInt64 {
+        if key.count >= offset + 8 { return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
         var head: UInt64 = 0
-        for index in 0..<key.count { head |= UInt64(key[index]) << UInt64(56 - 8 * index) }
+        var index = offset
+        while index < key.count {
+            head |= UInt64(key[index]) << UInt64(56 - 8 * (index - offset))
+            index += 1
+        }
         return head
     }
+
+    /// The longest prefix a node keeps inline.
+    static let maximumSkip = 32
 
     // MARK: Updates
 
@@ -70,28 +81,33 @@ package struct OrderedKeys: ~Copyable {
         }
         count += 1
         let at = node.lowerBound(probe, arena, inclusive: true)
+        node.admit(key)
+        let head = node.head(of: key)
         if node.count < Self.capacity {
-            node.insertEntry(at: at, head: probe.head, position: position)
+            node.insertEntry(at: at, head: head, position: position)
             return
         }
-        if depth > 0 && shiftToSibling(node, parent: path[depth - 1].node, index: path[depth - 1].index, inserting: at, head: probe.head, position: position) {
+        if depth > 0 && shiftToSibling(node, parent: path[depth - 1].node, index: path[depth - 1].index, inserting: at, key: key, position: position) {
             return
         }
-        var (split, splitHead, splitPosition) = splitNode(node, inserting: at, head: probe.head, position: position, child: nil)
+        var split = splitNode(node, inserting: at, head: head, position: position, child: nil, arena: arena)
         while depth > 0 {
             depth -= 1
             let (parent, index) = path[depth]
             if parent.count < Self.capacity {
-                parent.insertEntry(at: index + 1, head: splitHead, position: splitPosition, child: split)
+                parent.insertFirstEntry(of: split, at: index + 1)
                 return
             }
-            (split, splitHead, splitPosition) = splitNode(parent, inserting: index + 1, head: splitHead, position: splitPosition, child: split)
+            parent.admitFirstEntry(of: split)
+            split = splitNode(parent, inserting: index + 1, head: parent.convertedHead(ofFirstEntryOf: split), position: split.position(0),
+                              child: split, arena: arena)
         }
         precondition(root.height + 1 < Self.maximumHeight, "ordered index too deep")
         let newRoot = Node.allocate(height: root.height + 1)
         internalCount += 1
-        newRoot.insertEntry(at: 0, head: root.head(0), position: root.position(0), child: root)
-        newRoot.insertEntry(at: 1, head: splitHead, position: splitPosition, child: split)
+        newRoot.copyPrefix(of: root)
+        newRoot.insertFirstEntry(of: root, at: 0)
+        newRoot.insertFirstEntry(of: split, at: 1)
         root = newRoot
     }
 
@@ -138,63 +154,69 @@ package struct OrderedKeys: ~Copyable {
         return true
     }
 
-    /// Empties the tree and fills it with `entries` (heads and positions), which must be in key
-    /// order without repeats. O(n).
-    mutating func rebuild(from entries: UnsafeBufferPointer<(head: UInt64, position: UInt32)>) {
+    /// Empties the tree and fills it with the keys at `positions` of `arena`, which must be in
+    /// key order without repeats. O(n), reading each key once more (and a node's first and last
+    /// key for its prefix).
+    mutating func rebuild(from positions: UnsafeBufferPointer<UInt32>, arena: borrowing KeyArena) {
         Self.free(root)
         leafCount = 0
         internalCount = 0
-        count = entries.count
-        guard !entries.isEmpty else {
+        count = positions.count
+        guard !positions.isEmpty else {
             root = Node.allocate(height: 0)
             leafCount = 1
             return
         }
-        // The leaves, evenly filled to at most `rebuildFill`; then each level above them likewise.
-        var level: [Node] = []
+        // The leaves, evenly filled to at most `rebuildFill`; then each level above them likewise,
+        // each node with its first key standing for it in its parent.
+        var level: [(node: Node, first: UInt32)] = []
         var start = 0
-        for size in Self.evenSizes(entries.count, atMost: Self.rebuildFill) {
+        for size in Self.evenSizes(positions.count, atMost: Self.rebuildFill) {
             let leaf = Node.allocate(height: 0)
-            for offset in 0..<size { leaf.insertEntry(at: offset, head: entries[start + offset].head, position: entries[start + offset].position) }
-            level.append(leaf)
+            leaf.fill(with: UnsafeBufferPointer(rebasing: positions[start..<(start + size)]), children: nil, arena: arena)
+            level.append((leaf, positions[start]))
             start += size
         }
         leafCount = level.count
         var height = 1
         while level.count > 1 {
-            var parents: [Node] = []
+            var parents: [(node: Node, first: UInt32)] = []
             var first = 0
             for size in Self.evenSizes(level.count, atMost: Self.rebuildFill) {
                 let parent = Node.allocate(height: height)
-                for offset in 0..<size {
-                    let child = level[first + offset]
-                    parent.insertEntry(at: offset, head: child.head(0), position: child.position(0), child: child)
+                let group = level[first..<(first + size)]
+                group.map(\.first).withUnsafeBufferPointer { firsts in
+                    group.map(\.node).withUnsafeBufferPointer { children in parent.fill(with: firsts, children: children, arena: arena) }
                 }
-                parents.append(parent)
+                parents.append((parent, level[first].first))
                 first += size
             }
             internalCount += parents.count
             level = parents
             height += 1
         }
-        root = level[0]
+        root = level[0].node
     }
 
-    /// Sorts `entries` into key order: a least-significant-digit radix sort of the heads, a byte at
-    /// a time (skipping the bytes every head shares), then a comparison sort of each run of equal
-    /// heads by the keys in `arena`. O(n) passes plus O(r log r) for runs of r keys that share
-    /// their first 8 bytes.
-    static func sort(_ entries: inout [(head: UInt64, position: UInt32)], arena: borrowing KeyArena) {
-        guard entries.count > 1 else { return }
+    /// Sorts `positions` into the order of their keys in `arena`: a least-significant-digit radix
+    /// sort of the 8 key bytes after the prefix all keys share, a byte at a time (skipping the
+    /// bytes every key has alike), then a comparison sort of each run of keys equal in those
+    /// bytes. O(n) passes plus O(r log r) for runs of r keys.
+    static func sort(_ positions: inout [UInt32], arena: borrowing KeyArena) {
+        guard positions.count > 1 else { return }
+        let first = arena.bytes(at: positions[0])
+        var shared = first.count
+        for position in positions where shared > 0 { shared = Swift.min(shared, commonPrefixLength(first, arena.bytes(at: position))) }
+        var entries = positions.map { (head: head(arena.bytes(at: $0), from: shared), position: $0) }
         var counts = [Int](repeating: 0, count: 8 << 8)
         for entry in entries {
             for byte in 0..<8 { counts[byte << 8 | Int(truncatingIfNeeded: entry.head >> UInt64(byte * 8)) & 0xFF] += 1 }
         }
-        let first = entries[0].head
+        let firstHead = entries[0].head
         var scratch = entries
         for byte in 0..<8 {
             let shift = UInt64(byte * 8)
-            guard counts[byte << 8 | Int(truncatingIfNeeded: first >> shift) & 0xFF] < entries.count else { continue }
+            guard counts[byte << 8 | Int(truncatingIfNeeded: firstHead >> shift) & 0xFF] < entries.count else { continue }
             var next = [Int](repeating: 0, count: 256)
             var position = 0
             for digit in 0..<256 {
@@ -217,6 +239,18 @@ package struct OrderedKeys: ~Copyable {
             }
             start = end
         }
+        positions = entries.map(\.position)
+    }
+
+    /// The number of leading bytes `a` and `b` share.
+    static func commonPrefixLength(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let limit = Swift.min(a.count, b.count)
+        var index = 0
+        while index + 8 <= limit, a.loadUnaligned(fromByteOffset: index, as: UInt64.self) == b.loadUnaligned(fromByteOffset: index, as: UInt64.self) {
+            index += 8
+        }
+        while index < limit && a[index] == b[index] { index += 1 }
+        return index
     }
 
     /// `total` items cut into the fewest groups of at most `limit`, as even as can be.
@@ -359,7 +393,7 @@ package struct OrderedKeys: ~Copyable {
                 for index in 0..<node.count {
                     let position = node.position(index)
                     let key = arena.bytes(at: position)
-                    precondition(node.head(index) == Self.head(key), "stale head")
+                    precondition(node.sharesPrefix(key) && node.head(index) == node.head(of: key), "stale head or prefix")
                     if let previous { precondition(Self.compare(arena.bytes(at: previous), key) < 0, "keys out of order") }
                     if let lower { precondition(Self.compare(arena.bytes(at: lower.1), key) <= 0, "key below its separator") }
                     if let upper { precondition(Self.compare(key, arena.bytes(at: upper.1)) < 0, "key above the next separator") }
@@ -370,6 +404,8 @@ package struct OrderedKeys: ~Copyable {
             }
             internals += 1
             for index in 0..<node.count {
+                let separator = arena.bytes(at: node.position(index))
+                precondition(node.sharesPrefix(separator) && node.head(index) == node.head(of: separator), "stale separator head or prefix")
                 let child = node.child(index)
                 precondition(child.height == node.height - 1, "uneven heights")
                 let childLower = index == 0 ? lower : (node.head(index), node.position(index))
@@ -392,16 +428,18 @@ package struct OrderedKeys: ~Copyable {
 
     // MARK: Splitting, merging, freeing
 
-    /// Splits the full `node` while inserting an entry (and, in an internal node, its child) at
-    /// `at`; returns the new right-hand node and its first entry. Inserting at the end keeps the
-    /// left node full (ascending keys fill leaves completely); at the start, the left node gets the
-    /// new entry alone (descending keys likewise); anywhere else, halves.
+    /// Splits the full `node` while inserting an entry (whose head is in `node`'s terms; in an
+    /// internal node, with its child) at `at`; returns the new right-hand node. Inserting at the
+    /// end keeps the left node full (ascending keys fill leaves completely); at the start, the left
+    /// node gets the new entry alone (descending keys likewise); anywhere else, halves. Both halves
+    /// start with `node`'s prefix, then take a longer one where their keys share it.
     private mutating func splitNode(
-        _ node: Node, inserting at: Int, head: UInt64, position: UInt32, child: Node?
-    ) -> (Node, UInt64, UInt32) {
+        _ node: Node, inserting at: Int, head: UInt64, position: UInt32, child: Node?, arena: borrowing KeyArena
+    ) -> Node {
         let total = node.count + 1
         let stay = at == node.count ? node.count : at == 0 ? 1 : total / 2
         let right = Node.allocate(height: node.height)
+        right.copyPrefix(of: node)
         if node.isLeaf { leafCount += 1 } else { internalCount += 1 }
         // The combined sequence is node's entries with the new one at `at`.
         for combined in stay..<total {
@@ -419,45 +457,53 @@ package struct OrderedKeys: ~Copyable {
         let keptOld = at < stay ? stay - 1 : stay
         node.truncate(to: keptOld)
         if at < stay { node.insertEntry(at: at, head: head, position: position, child: child) }
-        return (right, right.head(0), right.position(0))
+        node.growPrefix(arena)
+        right.growPrefix(arena)
+        return right
     }
 
     /// Makes room in the full leaf `node` (child `index` of `parent`) by moving entries to a
-    /// neighbour with room, then inserts the entry; false (changing nothing) when neither
-    /// neighbour has room for a few. Spreading entries before splitting raises the leaves' fill
-    /// under random inserts from about 70% to about 85%: fewer bytes per key.
-    private func shiftToSibling(_ node: Node, parent: Node, index: Int, inserting at: Int, head: UInt64, position: UInt32) -> Bool {
+    /// neighbour with room, then inserts `key` (which `node` has admitted) at `at`; false (changing
+    /// nothing) when neither neighbour has room for a few. Spreading entries before splitting
+    /// raises the leaves' fill under random inserts: fewer bytes per key.
+    private func shiftToSibling(_ node: Node, parent: Node, index: Int, inserting at: Int, key: UnsafeRawBufferPointer, position: UInt32) -> Bool {
         let capacity = Self.capacity
         if index + 1 < parent.count, case let right = parent.child(index + 1), right.count <= capacity - 4 {
             // The last `moved` entries go to the front of the right neighbour.
             let moved = (capacity - right.count) / 2
+            right.admit(from: node)
             for offset in 0..<moved {
                 let source = capacity - moved + offset
-                right.insertEntry(at: offset, head: node.head(source), position: node.position(source))
+                right.insertEntry(at: offset, head: right.convertedHead(of: node, source), position: node.position(source))
             }
             node.truncate(to: capacity - moved)
             if at <= capacity - moved {
-                node.insertEntry(at: at, head: head, position: position)
+                node.insertEntry(at: at, head: node.head(of: key), position: position)
             } else {
-                right.insertEntry(at: at - (capacity - moved), head: head, position: position)
+                right.admit(key)
+                right.insertEntry(at: at - (capacity - moved), head: right.head(of: key), position: position)
             }
-            parent.setEntry(index + 1, head: right.head(0), position: right.position(0))
+            parent.admit(from: right)
+            parent.setEntry(index + 1, head: parent.convertedHead(of: right, 0), position: right.position(0))
             return true
         }
         if index > 0, case let left = parent.child(index - 1), left.count <= capacity - 4 {
             // The first `moved` entries go to the end of the left neighbour.
             let moved = (capacity - left.count) / 2
+            left.admit(from: node)
             let leftCount = left.count
             for offset in 0..<moved {
-                left.insertEntry(at: leftCount + offset, head: node.head(offset), position: node.position(offset))
+                left.insertEntry(at: leftCount + offset, head: left.convertedHead(of: node, offset), position: node.position(offset))
             }
             node.removeFirst(moved)
             if at < moved {
-                left.insertEntry(at: leftCount + at, head: head, position: position)
+                left.admit(key)
+                left.insertEntry(at: leftCount + at, head: left.head(of: key), position: position)
             } else {
-                node.insertEntry(at: at - moved, head: head, position: position)
+                node.insertEntry(at: at - moved, head: node.head(of: key), position: position)
             }
-            parent.setEntry(index, head: node.head(0), position: node.position(0))
+            parent.admit(from: node)
+            parent.setEntry(index, head: parent.convertedHead(of: node, 0), position: node.position(0))
             return true
         }
         return false
@@ -475,8 +521,9 @@ package struct OrderedKeys: ~Copyable {
             return
         }
         let left = parent.child(leftIndex), right = parent.child(leftIndex + 1)
+        left.admit(from: right)
         for offset in 0..<right.count {
-            left.insertEntry(at: left.count, head: right.head(offset), position: right.position(offset))
+            left.insertEntry(at: left.count, head: left.convertedHead(of: right, offset), position: right.position(offset))
         }
         parent.removeEntry(at: leftIndex + 1)
         Self.freeNode(right, counting: &leafCount)
@@ -503,34 +550,25 @@ package struct OrderedKeys: ~Copyable {
     }
 }
 
-/// A search key and its head.
+/// A search key.
 private struct Probe {
     let key: UnsafeRawBufferPointer
-    let head: UInt64
 
     @inline(__always)
-    init(_ key: UnsafeRawBufferPointer) {
-        self.key = key
-        head = OrderedKeys.head(key)
-    }
-
-    /// Below zero when the probe sorts before the entry, zero when equal, above zero after it.
-    @inline(__always)
-    func compare(head entryHead: UInt64, position: UInt32, _ arena: borrowing KeyArena) -> Int {
-        if head != entryHead { return head < entryHead ? -1 : 1 }
-        return OrderedKeys.compare(key, arena.bytes(at: position))
-    }
+    init(_ key: UnsafeRawBufferPointer) { self.key = key }
 }
 
-/// A node of the tree in raw memory: a 2-byte count and a 2-byte height (0 for a leaf), then
-/// `capacity` heads (8 bytes), `capacity` positions (4 bytes) and, in an internal node, `capacity`
-/// child pointers. Every accessor stays inside the node for indexes below `capacity`, which the
-/// tree's code guarantees (counts never exceed it).
+/// A node of the tree in raw memory: a 2-byte count, a 2-byte height (0 for a leaf) and the
+/// 2-byte length of the prefix its entries share (`skip`, at most 32), the prefix's bytes, then
+/// `capacity` heads (8 bytes each: the key bytes after the prefix), `capacity` positions (4 bytes)
+/// and, in an internal node, `capacity` child pointers. Every accessor stays inside the node for
+/// indexes below `capacity`, which the tree's code guarantees (counts never exceed it).
 private struct Node {
     let base: UnsafeMutableRawPointer?
 
     private static let capacity = OrderedKeys.capacity
-    private static let headsOffset = 8
+    private static let prefixOffset = 8
+    private static let headsOffset = prefixOffset + OrderedKeys.maximumSkip
     private static let positionsOffset = headsOffset + 8 * capacity
     private static let childrenOffset = positionsOffset + 4 * capacity
 
@@ -538,20 +576,28 @@ private struct Node {
 
     static func allocate(height: Int) -> Node {
         let base = UnsafeMutableRawPointer.allocate(byteCount: byteCount(height: height), alignment: 64)
+        (base + prefixOffset).bindMemory(to: UInt8.self, capacity: OrderedKeys.maximumSkip)
         (base + headsOffset).bindMemory(to: UInt64.self, capacity: capacity)
         (base + positionsOffset).bindMemory(to: UInt32.self, capacity: capacity)
         if height > 0 { (base + childrenOffset).bindMemory(to: UnsafeMutableRawPointer?.self, capacity: capacity) }
         base.storeBytes(of: 0, as: UInt16.self)
         base.storeBytes(of: UInt16(height), toByteOffset: 2, as: UInt16.self)
+        base.storeBytes(of: 0, toByteOffset: 4, as: UInt16.self)
         return Node(base: base)
     }
 
     @inline(__always) var count: Int { Int(base!.load(as: UInt16.self)) }
     @inline(__always) var height: Int { Int(base!.load(fromByteOffset: 2, as: UInt16.self)) }
     @inline(__always) var isLeaf: Bool { base!.load(fromByteOffset: 2, as: UInt16.self) == 0 }
+    /// The length of the prefix every entry's key starts with.
+    @inline(__always) var skip: Int { Int(base!.load(fromByteOffset: 4, as: UInt16.self)) }
 
     @inline(__always) private func setCount(_ count: Int) { base!.storeBytes(of: UInt16(count), as: UInt16.self) }
+    @inline(__always) private func setSkip(_ skip: Int) { base!.storeBytes(of: UInt16(skip), toByteOffset: 4, as: UInt16.self) }
 
+    @inline(__always) private var prefix: UnsafeMutablePointer<UInt8> {
+        (base! + Self.prefixOffset).assumingMemoryBound(to: UInt8.self)
+    }
     @inline(__always) private var heads: UnsafeMutablePointer<UInt64> {
         (base! + Self.headsOffset).assumingMemoryBound(to: UInt64.self)
     }
@@ -565,6 +611,124 @@ private struct Node {
     @inline(__always) func head(_ index: Int) -> UInt64 { heads[index] }
     @inline(__always) func position(_ index: Int) -> UInt32 { positions[index] }
     @inline(__always) func child(_ index: Int) -> Node { Node(base: children[index]) }
+
+    // MARK: The prefix
+
+    /// `key`'s head in this node: its 8 bytes after the prefix.
+    @inline(__always) func head(of key: UnsafeRawBufferPointer) -> UInt64 { OrderedKeys.head(key, from: skip) }
+
+    /// Whether `key` starts with the node's prefix.
+    func sharesPrefix(_ key: UnsafeRawBufferPointer) -> Bool {
+        let skip = self.skip
+        return key.count >= skip && (skip == 0 || memcmp(key.baseAddress!, prefix, skip) == 0)
+    }
+
+    /// Where `key` stands against the node's entries as the prefix tells: below zero below all of
+    /// them, above zero above all, zero when it has the prefix (its head then decides).
+    @inline(__always)
+    func prefixOrder(_ key: UnsafeRawBufferPointer) -> Int {
+        let skip = self.skip
+        guard skip > 0 else { return 0 }
+        let common = Swift.min(skip, key.count)
+        if common > 0 {
+            let order = memcmp(key.baseAddress!, prefix, common)
+            if order != 0 { return Int(order) }
+        }
+        return key.count < skip ? -1 : 0
+    }
+
+    /// Shortens the prefix to what `key` shares with it, so that `key` can be an entry (the heads
+    /// are recomputed from the prefix's bytes; no key is read).
+    @inline(__always)
+    func admit(_ key: UnsafeRawBufferPointer) {
+        let skip = self.skip
+        guard skip > 0 else { return }
+        let shared = OrderedKeys.commonPrefixLength(key, UnsafeRawBufferPointer(start: prefix, count: skip))
+        if shared < skip { shrinkPrefix(to: shared) }
+    }
+
+    /// Shortens the prefix to what `other`'s entries share with this node's, so that they can be
+    /// entries here (then ``convertedHead(of:_:)`` gives their heads).
+    func admit(from other: Node) {
+        let length = Swift.min(skip, other.skip)
+        let shared = OrderedKeys.commonPrefixLength(UnsafeRawBufferPointer(start: prefix, count: length),
+                                                    UnsafeRawBufferPointer(start: other.prefix, count: length))
+        if shared < skip { shrinkPrefix(to: shared) }
+    }
+
+    /// The head, in this node's terms, of entry `index` of `other`, whose prefix this node's
+    /// prefix must begin (``admit(from:)``): the bytes of `other`'s prefix beyond this one's, then
+    /// `other`'s head.
+    func convertedHead(of other: Node, _ index: Int) -> UInt64 {
+        let skip = self.skip, otherSkip = other.skip
+        precondition(skip <= otherSkip, "admit(from:) first")
+        return Self.head(prefix: other.prefix, from: skip, to: otherSkip, then: other.heads[index])
+    }
+
+    /// The head at `from` of a key whose bytes `from..<to` are `prefix`'s and whose head at `to` is `head`.
+    @inline(__always)
+    private static func head(prefix: UnsafeMutablePointer<UInt8>, from: Int, to: Int, then head: UInt64) -> UInt64 {
+        let moved = to - from
+        if moved == 0 { return head }
+        var result: UInt64 = 0
+        for index in 0..<Swift.min(moved, 8) { result |= UInt64(prefix[from + index]) << UInt64(56 - 8 * index) }
+        return moved >= 8 ? result : result | head >> UInt64(8 * moved)
+    }
+
+    private func shrinkPrefix(to shorter: Int) {
+        let skip = self.skip
+        for index in 0..<count { heads[index] = Self.head(prefix: prefix, from: shorter, to: skip, then: heads[index]) }
+        setSkip(shorter)
+    }
+
+    /// Takes `other`'s prefix (for a node that will hold some of `other`'s entries, heads as they are).
+    func copyPrefix(of other: Node) {
+        prefix.update(from: other.prefix, count: OrderedKeys.maximumSkip)
+        setSkip(other.skip)
+    }
+
+    /// After a split: lengthens the prefix when the node's first and last keys (so all of them)
+    /// share more of it, reading the keys from the arena — only when their heads say it is worth
+    /// it (two bytes or more), so that most splits read nothing.
+    func growPrefix(_ arena: borrowing KeyArena) {
+        let count = self.count, skip = self.skip
+        guard count >= 2, skip < OrderedKeys.maximumSkip else { return }
+        let difference = heads[0] ^ heads[count - 1]
+        let sameBytes = difference == 0 ? 8 : difference.leadingZeroBitCount / 8
+        guard sameBytes >= 2 else { return }
+        let first = arena.bytes(at: positions[0]), last = arena.bytes(at: positions[count - 1])
+        let shared = Swift.min(OrderedKeys.maximumSkip, OrderedKeys.commonPrefixLength(first, last))
+        guard shared > skip else { return }
+        UnsafeMutableRawBufferPointer(start: prefix, count: shared).copyMemory(from: UnsafeRawBufferPointer(rebasing: first[..<shared]))
+        setSkip(shared)
+        for index in 0..<count { heads[index] = OrderedKeys.head(arena.bytes(at: positions[index]), from: shared) }
+    }
+
+    /// Fills an empty node with the keys at `positions` (sorted) and, in an internal node, their
+    /// `children`: the prefix their first and last keys share, each head read from the arena.
+    func fill(with positions: UnsafeBufferPointer<UInt32>, children: UnsafeBufferPointer<Node>?, arena: borrowing KeyArena) {
+        let first = arena.bytes(at: positions[0]), last = arena.bytes(at: positions[positions.count - 1])
+        let shared = Swift.min(OrderedKeys.maximumSkip, OrderedKeys.commonPrefixLength(first, last))
+        UnsafeMutableRawBufferPointer(start: prefix, count: shared).copyMemory(from: UnsafeRawBufferPointer(rebasing: first[..<shared]))
+        setSkip(shared)
+        for (index, position) in positions.enumerated() {
+            insertEntry(at: index, head: OrderedKeys.head(arena.bytes(at: position), from: shared), position: position, child: children?[index])
+        }
+    }
+
+    /// Inserts `child`'s first entry, standing for it, at `index` of this internal node.
+    func insertFirstEntry(of child: Node, at index: Int) {
+        admit(from: child)
+        insertEntry(at: index, head: convertedHead(of: child, 0), position: child.position(0), child: child)
+    }
+
+    /// Prepares to take `child`'s first entry (``admit(from:)``).
+    func admitFirstEntry(of child: Node) { admit(from: child) }
+
+    /// `child`'s first entry's head in this node's terms.
+    func convertedHead(ofFirstEntryOf child: Node) -> UInt64 { convertedHead(of: child, 0) }
+
+    // MARK: Entries
 
     /// Inserts an entry (and in an internal node its child) at `index`, shifting the rest up.
     func insertEntry(at index: Int, head: UInt64, position: UInt32, child: Node? = nil) {
@@ -606,13 +770,27 @@ private struct Node {
         positions[index] = position
     }
 
+    // MARK: Searching
+
+    /// Below zero when `key` (whose head here is `head`, and which has the node's prefix) sorts
+    /// before entry `index`, zero when equal, above zero after it.
+    @inline(__always)
+    private func compare(_ key: UnsafeRawBufferPointer, head: UInt64, with index: Int, _ arena: borrowing KeyArena) -> Int {
+        let entryHead = heads[index]
+        if head != entryHead { return head < entryHead ? -1 : 1 }
+        return OrderedKeys.compare(key, arena.bytes(at: positions[index]))
+    }
+
     /// In a leaf: the first index whose entry is at least the probe (`inclusive`) or above it.
     @inline(__always)
     func lowerBound(_ probe: Probe, _ arena: borrowing KeyArena, inclusive: Bool) -> Int {
+        let order = prefixOrder(probe.key)
+        if order != 0 { return order < 0 ? 0 : count }
+        let head = head(of: probe.key)
         var low = 0, high = count
         while low < high {
             let middle = (low + high) >> 1
-            let order = probe.compare(head: heads[middle], position: positions[middle], arena)
+            let order = compare(probe.key, head: head, with: middle, arena)
             if order < 0 || (inclusive && order == 0) { high = middle } else { low = middle + 1 }
         }
         return low
@@ -622,10 +800,13 @@ private struct Node {
     /// from 1 on that are at most the probe.
     @inline(__always)
     func route(_ probe: Probe, _ arena: borrowing KeyArena) -> Int {
+        let order = prefixOrder(probe.key)
+        if order != 0 { return order < 0 ? 0 : count - 1 }
+        let head = head(of: probe.key)
         var low = 1, high = count
         while low < high {
             let middle = (low + high) >> 1
-            if probe.compare(head: heads[middle], position: positions[middle], arena) < 0 { high = middle } else { low = middle + 1 }
+            if compare(probe.key, head: head, with: middle, arena) < 0 { high = middle } else { low = middle + 1 }
         }
         return low - 1
     }

@@ -71,6 +71,24 @@ final class CaskEngine: Engine {
         return count
     }
 
+    /// Keys only: `forEachKey` (no value read, no allocation per key); with values: `forEach`.
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        var count = 0
+        let range = KeyRange.prefix(prefix)
+        if values {
+            try store.forEach(in: range) { key, value in
+                visit(key, value)
+                count += 1
+            }
+        } else {
+            try store.forEachKey(in: range) { key in
+                visit(key, UnsafeRawBufferPointer(start: nil, count: 0))
+                count += 1
+            }
+        }
+        return count
+    }
+
     func handleForAnotherThread() throws -> any Engine { self }
 
     func close() throws { try store.close() }

@@ -1,3 +1,4 @@
+import Foundation
 /// How writes reach the disk, named as the issue names them and mapped per engine (see each
 /// engine's ``Engine/describe(_:)`` and Benchmarks/README.md):
 /// - `nosync`: every write is handed to the OS before it returns (survives the process being
@@ -56,6 +57,11 @@ protocol Engine: AnyObject, Sendable {
     func get<R>(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R?
     /// Visits every entry in the engine's own order; returns the number of entries.
     func scan(_ visit: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Void) throws -> Int
+    /// Visits the keys that start with `prefix` in ascending order — with their values when
+    /// `values`, else with an empty value and without reading values — through the engine's own
+    /// range API (a cursor or iterator positioned at the prefix); returns the number visited.
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool,
+                    _ visit: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Void) throws -> Int
     /// A handle for another thread on the same store: `self` when the engine is thread-safe,
     /// else a new connection / transaction context.
     func handleForAnotherThread() throws -> any Engine
@@ -73,6 +79,15 @@ extension Engine {
         throw BenchError.unsupported(Self.name, "scan")
     }
     func handleForAnotherThread() throws -> any Engine { throw BenchError.unsupported(Self.name, "threads") }
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        throw BenchError.unsupported(Self.name, "prefix scans")
+    }
+}
+
+/// Whether `key` starts with `prefix`.
+@inline(__always)
+func hasPrefix(_ key: UnsafeRawBufferPointer, _ prefix: UnsafeRawBufferPointer) -> Bool {
+    key.count >= prefix.count && (prefix.isEmpty || memcmp(key.baseAddress!, prefix.baseAddress!, prefix.count) == 0)
 }
 
 enum BenchError: Error, CustomStringConvertible {

@@ -119,6 +119,27 @@ final class LMDBEngine: Engine, @unchecked Sendable {  // Safe: a handle is used
         }
     }
 
+    /// A cursor at `MDB_SET_RANGE`, then `MDB_NEXT` while the prefix holds (the value comes with
+    /// the key from the same page, so keys only costs the same here).
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        try withReadTransaction { txn in
+            var cursor: OpaquePointer?
+            try check(mdb_cursor_open(txn, environment.dbi, &cursor), "cursor_open")
+            defer { mdb_cursor_close(cursor) }
+            var k = Self.val(prefix), v = MDB_val(), count = 0
+            var code = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+            while code == MDB_SUCCESS {
+                let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+                guard hasPrefix(key, prefix) else { break }
+                visit(key, values ? UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size) : UnsafeRawBufferPointer(start: nil, count: 0))
+                count += 1
+                code = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if code != MDB_SUCCESS && code != MDB_NOTFOUND { try check(code, "cursor_get") }
+            return count
+        }
+    }
+
     func handleForAnotherThread() throws -> any Engine { LMDBEngine(sharing: environment, mode: mode) }
 
     func close() throws {

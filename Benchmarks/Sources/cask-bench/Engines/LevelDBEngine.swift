@@ -98,6 +98,30 @@ final class LevelDBEngine: Engine, @unchecked Sendable {  // Safe: LevelDB is th
         return count
     }
 
+    /// An iterator sought to the prefix, then `next` while the prefix holds.
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        let iterator = leveldb_create_iterator(db, readOptions)
+        defer { leveldb_iter_destroy(iterator) }
+        var count = 0
+        leveldb_iter_seek(iterator, prefix.baseAddress?.assumingMemoryBound(to: CChar.self), prefix.count)
+        while leveldb_iter_valid(iterator) != 0 {
+            var keyLength = 0, valueLength = 0
+            let key = UnsafeRawBufferPointer(start: leveldb_iter_key(iterator, &keyLength), count: 0)
+            let whole = UnsafeRawBufferPointer(start: key.baseAddress, count: keyLength)
+            guard hasPrefix(whole, prefix) else { break }
+            if values {
+                let value = leveldb_iter_value(iterator, &valueLength)
+                visit(whole, UnsafeRawBufferPointer(start: value, count: valueLength))
+            } else {
+                visit(whole, UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+            count += 1
+            leveldb_iter_next(iterator)
+        }
+        try Self.call("iterate") { leveldb_iter_get_error(iterator, &$0) }
+        return count
+    }
+
     func handleForAnotherThread() throws -> any Engine { self }
 
     func close() throws {

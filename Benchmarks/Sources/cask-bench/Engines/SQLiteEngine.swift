@@ -20,6 +20,9 @@ final class SQLiteEngine: Engine, @unchecked Sendable {  // Safe: a handle is us
     private var insert: OpaquePointer?
     private var select: OpaquePointer?
     private var remove: OpaquePointer?
+    /// Keys (and entries) from ?1 up to ?2: a prefix's range on the primary key's B-tree.
+    private var rangeKeys: OpaquePointer?
+    private var rangeEntries: OpaquePointer?
     private var inTransaction = false
 
     init(directory: String, mode: WriteMode) throws {
@@ -38,6 +41,8 @@ final class SQLiteEngine: Engine, @unchecked Sendable {  // Safe: a handle is us
         insert = try prepare("INSERT OR REPLACE INTO kv(key, value) VALUES(?1, ?2)")
         select = try prepare("SELECT value FROM kv WHERE key = ?1")
         remove = try prepare("DELETE FROM kv WHERE key = ?1")
+        rangeKeys = try prepare("SELECT key FROM kv WHERE key >= ?1 AND key < ?2 ORDER BY key")
+        rangeEntries = try prepare("SELECT key, value FROM kv WHERE key >= ?1 AND key < ?2 ORDER BY key")
     }
 
     private func error(_ operation: String) -> BenchError {
@@ -115,12 +120,39 @@ final class SQLiteEngine: Engine, @unchecked Sendable {  // Safe: a handle is us
         }
     }
 
+    /// The range [prefix, prefix with its last byte raised) through a prepared statement (the
+    /// benchmark's prefixes end in a digit, never 0xFF).
+    func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
+        let statement = values ? rangeEntries : rangeKeys
+        defer { sqlite3_reset(statement) }
+        var end = Array(prefix)
+        end[end.count - 1] += 1
+        sqlite3_bind_blob(statement, 1, prefix.baseAddress, Int32(prefix.count), nil)
+        return try end.withUnsafeBytes { end in
+            sqlite3_bind_blob(statement, 2, end.baseAddress, Int32(end.count), nil)
+            var count = 0
+            while true {
+                switch sqlite3_step(statement) {
+                case SQLITE_ROW:
+                    let key = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 0), count: Int(sqlite3_column_bytes(statement, 0)))
+                    let value = values
+                        ? UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 1), count: Int(sqlite3_column_bytes(statement, 1)))
+                        : UnsafeRawBufferPointer(start: nil, count: 0)
+                    visit(key, value)
+                    count += 1
+                case SQLITE_DONE: return count
+                default: throw error("range")
+                }
+            }
+        }
+    }
+
     /// A second connection to the same database (readers run beside the writer in WAL mode).
     func handleForAnotherThread() throws -> any Engine { try SQLiteEngine(directory: directory, mode: mode) }
 
     func close() throws {
         try commitBatch()
-        for statement in [insert, select, remove] { sqlite3_finalize(statement) }
+        for statement in [insert, select, remove, rangeKeys, rangeEntries] { sqlite3_finalize(statement) }
         insert = nil; select = nil; remove = nil
         guard sqlite3_close(db) == SQLITE_OK else { throw error("close") }
         db = nil

@@ -4,6 +4,9 @@ enum WorkloadName {
     static let keyValue = [
         "fillseq", "fillrandom", "open", "overwrite", "readrandom", "readmissing", "readseq", "mixed",
         "deleterandom", "fillsync",
+        // The ordered index (issue 21): listings of one prefix's 1,000 keys (keys only, and with
+        // values), and put latency while another thread lists prefixes.
+        "scanprefix", "scan_put",
     ]
     /// Cask's own figures (`open_nohints`; `open` also reports index bytes per key;
     /// `fillsync_paired` runs with `fillsync`: Cask and the raw reference alternating in one process).
