@@ -78,6 +78,7 @@ package struct OrderedKeys: ~Copyable {
             path[depth] = (node, index)
             depth += 1
             node = node.child(index)
+            node.prefetch()
         }
         count += 1
         let at = node.lowerBound(probe, arena, inclusive: true)
@@ -688,14 +689,15 @@ private struct Node {
     }
 
     /// After a split: lengthens the prefix when the node's first and last keys (so all of them)
-    /// share more of it, reading the keys from the arena — only when their heads say it is worth
-    /// it (two bytes or more), so that most splits read nothing.
+    /// share more of it, reading every key from the arena to recompute the heads — only when the
+    /// heads are about to stop telling keys apart (the first and last share 6 of their 8 bytes),
+    /// so that nearly every split reads nothing (a prefix that shrank meanwhile costs nothing).
     func growPrefix(_ arena: borrowing KeyArena) {
         let count = self.count, skip = self.skip
         guard count >= 2, skip < OrderedKeys.maximumSkip else { return }
         let difference = heads[0] ^ heads[count - 1]
         let sameBytes = difference == 0 ? 8 : difference.leadingZeroBitCount / 8
-        guard sameBytes >= 2 else { return }
+        guard sameBytes >= 6 else { return }
         let first = arena.bytes(at: positions[0]), last = arena.bytes(at: positions[count - 1])
         let shared = Swift.min(OrderedKeys.maximumSkip, OrderedKeys.commonPrefixLength(first, last))
         guard shared > skip else { return }
@@ -781,9 +783,34 @@ private struct Node {
         return OrderedKeys.compare(key, arena.bytes(at: positions[index]))
     }
 
+    /// Starts loading the node's header, prefix, heads and positions at once (13 cache lines), as
+    /// soon as a descent knows it will visit it: its misses then overlap instead of following one
+    /// another (header, then heads, then positions).
+    @inline(__always)
+    func prefetch() {
+        var offset = 0
+        while offset < Self.childrenOffset {
+            cask_prefetch_for_read(UnsafeRawPointer(base!) + offset)
+            offset += 64
+        }
+    }
+
+    /// Starts loading every line of the node's heads (8 lines for a full node) at once, so that a
+    /// binary search over them waits for one miss rather than one per probe.
+    @inline(__always)
+    func prefetchHeads() {
+        let lines = (count * 8 + 63) >> 6
+        var line = 0
+        while line < lines {
+            cask_prefetch_for_read(UnsafeRawPointer(heads) + line << 6)
+            line += 1
+        }
+    }
+
     /// In a leaf: the first index whose entry is at least the probe (`inclusive`) or above it.
     @inline(__always)
     func lowerBound(_ probe: Probe, _ arena: borrowing KeyArena, inclusive: Bool) -> Int {
+        prefetchHeads()
         let order = prefixOrder(probe.key)
         if order != 0 { return order < 0 ? 0 : count }
         let head = head(of: probe.key)
@@ -800,6 +827,7 @@ private struct Node {
     /// from 1 on that are at most the probe.
     @inline(__always)
     func route(_ probe: Probe, _ arena: borrowing KeyArena) -> Int {
+        prefetchHeads()
         let order = prefixOrder(probe.key)
         if order != 0 { return order < 0 ? 0 : count - 1 }
         let head = head(of: probe.key)
