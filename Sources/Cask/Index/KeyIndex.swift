@@ -12,8 +12,9 @@
 ///   an entry kept elsewhere, made them two misses one after the other).
 /// - `arena`: the key bytes (``KeyArena``).
 /// - `ordered`: the keys in byte order (``OrderedKeys``), for range and prefix walks; 12 bytes per
-///   key at its leaves' fill, updated when a key is created or deleted (an overwrite keeps its
-///   place), and not kept while recovery runs (``endRecovery()`` builds it once, sorting the keys).
+///   key at its leaves' fill, built when a walk first needs it (``buildOrderedView()``), then
+///   updated when a key is created or deleted (an overwrite keeps its place); dropped when
+///   recovery begins.
 ///
 /// Probing is double hashing over groups: the hash picks a home group and a step, and the number of
 /// groups is prime, so the path visits every group. A key is in the first group of its path that
@@ -96,8 +97,9 @@ package final class KeyIndex {
 
     @exclusivity(unchecked) private var arena = KeyArena()
     @exclusivity(unchecked) private var ordered = OrderedKeys()
-    /// False while recovery runs: the ordered view is built when it ends.
-    @exclusivity(unchecked) private var maintainsOrder = true
+    /// Whether the ordered view exists (and is kept up by every insert and removal): from the
+    /// first ordered walk (``buildOrderedView()``) on, until recovery begins.
+    @exclusivity(unchecked) private var maintainsOrder = false
 
     /// One sequence number per slot, while recovery runs.
     @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
@@ -236,12 +238,27 @@ package final class KeyIndex {
 
     // MARK: Ordered walks
 
+    /// Whether the ordered view exists; walks need it (``buildOrderedView()``).
+    package var hasOrderedView: Bool { maintainsOrder }
+
+    /// Builds the ordered view from the live keys, which every insert and removal keeps up from
+    /// then on: O(n) radix passes over the keys plus sorting of keys that tie in them, about a
+    /// quarter of a second for a million keys. The index builds it only when a walk first needs
+    /// it, so that a store that is never listed pays neither the build at open nor the tree
+    /// insert of each new key. Not while recovery runs.
+    package func buildOrderedView() {
+        precondition(seqs == nil, "no ordered view while recovery runs")
+        guard !maintainsOrder else { return }
+        rebuildInKeyOrder(compactingArena: false)
+        maintainsOrder = true
+    }
+
     /// Calls `body` with each live key inside `span`, in ascending (or descending) byte order,
     /// until it returns false. The key is valid only during the call; `body` must not change the
     /// index. O(log n) to start, then O(1) amortized per key (a key's bytes are one arena read,
     /// loaded a few keys ahead). Not while recovery runs.
     package func walk(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer) -> Bool) {
-        precondition(maintainsOrder, "no ordered view while recovery runs")
+        precondition(maintainsOrder, "buildOrderedView() first")
         let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
         func run(_ from: OrderedKeys.Start) {
             ordered.walk(from: from, descending: descending, arena: arena) { position in
@@ -260,7 +277,7 @@ package final class KeyIndex {
     /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
     /// which matches the entry by arena position and reads no stored key.
     package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
-        precondition(maintainsOrder, "no ordered view while recovery runs")
+        precondition(maintainsOrder, "buildOrderedView() first")
         let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
         func run(_ from: OrderedKeys.Start) {
             ordered.walk(from: from, descending: descending, arena: arena) { position in
@@ -291,7 +308,10 @@ package final class KeyIndex {
     package func beginRecovery() {
         guard seqs == nil else { return }
         seqs = Self.allocateSeqs(capacity: capacity)
-        maintainsOrder = false
+        if maintainsOrder {
+            maintainsOrder = false
+            ordered = OrderedKeys()
+        }
     }
 
     /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
@@ -357,10 +377,7 @@ package final class KeyIndex {
         if capacity > Self.shrinkableCapacity && usedSlots * 2 < capacity {
             resize(toHold: count + 1, load: Self.maximumLoad, shrinking: true)
         }
-        if !maintainsOrder {
-            rebuildInKeyOrder(compactingArena: arena.isWasteful)
-            maintainsOrder = true
-        }
+        if arena.isWasteful { compactArena() }
     }
 
     // MARK: Internals
@@ -543,7 +560,7 @@ package final class KeyIndex {
         } else {
             control[slot] = Self.deleted
         }
-        if maintainsOrder && arena.isWasteful { rebuildInKeyOrder(compactingArena: true) }
+        if seqs == nil && arena.isWasteful { compactArena() }
     }
 
     @inline(__always)
@@ -615,6 +632,20 @@ package final class KeyIndex {
         }
         Self.deallocateTable(oldControl, oldTable)
         oldSeqs.map { TableMemory.deallocate($0) }
+    }
+
+    /// Rewrites the arena without deleted keys' bytes: in key order with an ordered view (which
+    /// is rebuilt with it), in slot order without one.
+    private func compactArena() {
+        if maintainsOrder {
+            rebuildInKeyOrder(compactingArena: true)
+            return
+        }
+        var fresh = KeyArena()
+        for slot in 0..<capacity where control[slot] >= 0x80 {
+            table[slot].keyPosition = fresh.store(keyBytes(at: table[slot].keyPosition))
+        }
+        arena = fresh
     }
 
     /// Builds the ordered view afresh from the live keys (walking the old one, or sorting the

@@ -60,8 +60,8 @@ final class CaskEngine: Engine {
         return result
     }
 
-    /// `forEach`: a snapshot of the index sorted into storage order, each record read once from
-    /// its segment's mapping, checksummed and expanded into a reused buffer.
+    /// `forEach`: the keys in order from the ordered index, each record read from its segment's
+    /// mapping, checksummed and expanded into a reused buffer.
     func scan(_ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
         var count = 0
         try store.forEach { key, value in

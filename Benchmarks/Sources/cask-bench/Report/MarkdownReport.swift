@@ -320,7 +320,7 @@ struct MarkdownReport {
         - `open`: closes the fillrandom store and times opening it again (Cask: read from hint files; `open_nohints`: the same with the hint files deleted, so every segment is scanned).
         - `overwrite`: num puts of random existing keys (with replacement) into the fillrandom store.
         - `readrandom`: num gets of random existing keys, each value's length checked; `readmissing`: num gets of keys that are not there (db_bench's: the digits followed by `.`).
-        - `readseq`: visits every entry with the engine's iterator or cursor (Cask: `forEach`, which takes a snapshot of the index, sorts it by segment and offset, and reads each record once in file order, checksummed and decompressed).
+        - `readseq`: visits every entry with the engine's iterator or cursor (Cask: `forEach`, in key order from the ordered index, each record checksummed and decompressed where it lies).
         - `mixed`: 2 threads, num/2 operations each on random existing keys: 90% gets, 10% puts (nosync).
         - `deleterandom`: deletes num/10 distinct existing keys, one call each (nosync).
         - `fillsync`: \(Format.grouped(Double(options.fillSyncCount))) puts, each durable before it returns, from 1, 4 or 16 threads at once. `fillsync_paired`: Cask's single writer and the `rawlog` reference (one `pwrite` + `fdatasync` per put) alternating in 10 chunks in one process, so both see the same disk latency; its median chunk ratio judges the 1-writer target.

@@ -130,6 +130,9 @@ struct Target: Sendable {
         let index = results.summary("cask", "index", "read")
         targets.append(Target(name: "index bytes per key beyond the key bytes", kind: .atMost(32), value: index?.median(of: "index_overhead_bytes_per_key"),
                               detail: "(index bytes − key bytes) ÷ keys, after reopening the fillrandom store", unit: "B/key"))
+        targets.append(Target(name: "index bytes per key with the ordered view", kind: .atMost(40),
+                              value: index?.median(of: "index_overhead_bytes_per_key_ordered"),
+                              detail: "the same once the first listing has built the ordered view", unit: "B/key"))
 
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))
