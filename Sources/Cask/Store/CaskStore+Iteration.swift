@@ -122,9 +122,8 @@ extension CaskStore {
 }
 
 /// What `CaskStore.forEach(in:after:order:_:)` and ``CaskStore/EntryIterator`` run on: a walk of
-/// the ordered index in slices (``KeyRangeCursor``), each slice's keys copied out under the lock,
-/// then their locations 16 at a time (so that a writer waits for a few microseconds at most), and
-/// the reading of their records one after another without it. Not
+/// the ordered index in slices (``KeyRangeCursor``), each slice's keys and locations copied out
+/// under the lock, and the reading of their records one after another without it. Not
 /// thread-safe; owned by one iteration.
 struct EntryScan: ~Copyable {
     /// One key of the current slice: where its record was, and its key in `keys`.
@@ -170,40 +169,12 @@ struct EntryScan: ~Copyable {
         items.removeAll(keepingCapacity: true)
         keys.count = 0
         let now = CaskStore.nowMilliseconds()
-        let unknown = RecordLocation(segmentID: 0, offset: 0, length: 0)
-        try cursor.nextSlice(of: store, budget: CaskStore.listingSlice, withLocations: false) { shared, key, _ in
+        try cursor.nextSlice(of: store, budget: CaskStore.listingSlice, withLocations: true) { shared, key, location in
             guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
-            items.append(Item(location: unknown, keyLength: UInt32(key.count), keyStart: keys.count))
+            items.append(Item(location: location!, keyLength: UInt32(key.count), keyStart: keys.count))
             keys.append(key)
         }
-        // Then their locations, `locationBatch` keys per hold of the lock: their lines of the hash
-        // table loaded at once, then probed. A key deleted since the keys were read is dropped.
-        var kept = 0
-        var start = 0
-        while start < items.count {
-            let end = Swift.min(start + locationBatch, items.count)
-            try keys.withUnsafeBytes { (all) throws(CaskError) in
-                try store.state.read { (shared) throws(CaskError) in
-                    if shared.closed { throw CaskError.closed }
-                    for index in start..<end {
-                        shared.index.prefetch(UnsafeRawBufferPointer(rebasing: all[items[index].keyStart..<(items[index].keyStart + Int(items[index].keyLength))]))
-                    }
-                    for index in start..<end {
-                        let item = items[index]
-                        let key = UnsafeRawBufferPointer(rebasing: all[item.keyStart..<(item.keyStart + Int(item.keyLength))])
-                        guard let location = shared.index.lookup(key) else { continue }
-                        items[kept] = Item(location: location, keyLength: item.keyLength, keyStart: item.keyStart)
-                        kept += 1
-                    }
-                }
-            }
-            start = end
-        }
-        items.removeLast(items.count - kept)
     }
-
-    /// Keys whose locations one hold of the index lock looks up.
-    private static let locationBatch = 16
 
     /// Reads the next entry and returns what `body` makes of its key, value and expiry (views valid
     /// only during the call); nil when there are no more. Skips entries that expired, and keys

@@ -27,7 +27,7 @@ struct EngineSuite<E: Engine> {
         let modes = E.capabilities.contains(.batches) ? [WriteMode.nosync, .batch1000] : [.nosync]
         for mode in modes {
             if wanted("fillseq") { try fill("fillseq", mode: mode, order: Array(0..<data.count), keep: false) }
-            let followers = ["open", "open_nohints", "readrandom", "readmissing", "readseq", "mixed", "deleterandom"] + WorkloadName.allocations
+            let followers = ["open", "open_nohints", "readrandom", "readmissing", "readseq", "mixed", "scanprefix", "scan_put", "deleterandom"] + WorkloadName.allocations
             if wanted("fillrandom", "overwrite") || (mode == .nosync && followers.contains { wanted($0) }) {
                 try fillRandomAndFollowers(mode: mode)
             }
