@@ -258,33 +258,27 @@ package final class KeyIndex {
     /// index. O(log n) to start, then O(1) amortized per key (a key's bytes are one arena read,
     /// loaded a few keys ahead). Not while recovery runs.
     package func walk(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer) -> Bool) {
-        precondition(maintainsOrder, "buildOrderedView() first")
-        let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
-        func run(_ from: OrderedKeys.Start) {
-            ordered.walk(from: from, descending: descending, arena: arena) { position in
-                let key = keyBytes(at: position)
-                guard end.admits(key, asUpper: !descending) else { return false }
-                return body(key)
-            }
-        }
-        switch start {
-        case .unbounded: run(.end)
-        case .included(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: true)) }
-        case .excluded(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: false)) }
-        }
+        walkPositions(span, descending: descending) { key, _ in body(key) }
     }
 
     /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
     /// which matches the entry by arena position and reads no stored key.
     package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
+        walkPositions(span, descending: descending) { key, position in
+            let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
+            return body(key, location(ofSlot: slot))
+        }
+    }
+
+    /// The walk both of those are: each key inside `span` with its arena position.
+    private func walkPositions(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, UInt32) -> Bool) {
         precondition(maintainsOrder, "buildOrderedView() first")
         let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
         func run(_ from: OrderedKeys.Start) {
             ordered.walk(from: from, descending: descending, arena: arena) { position in
                 let key = keyBytes(at: position)
                 guard end.admits(key, asUpper: !descending) else { return false }
-                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
-                return body(key, location(ofSlot: slot))
+                return body(key, position)
             }
         }
         switch start {

@@ -71,15 +71,7 @@ package struct OrderedKeys: ~Copyable {
     /// Adds `key`, stored at `position` of `arena`; the key must not be in the tree. O(log n).
     mutating func insert(_ key: UnsafeRawBufferPointer, at position: UInt32, arena: borrowing KeyArena) {
         let probe = Probe(key)
-        var node = root
-        var depth = 0
-        while !node.isLeaf {
-            let index = node.route(probe, arena)
-            path[depth] = (node, index)
-            depth += 1
-            node = node.child(index)
-            node.prefetch()
-        }
+        var (node, depth) = descend(probe, arena)
         count += 1
         let at = node.lowerBound(probe, arena, inclusive: true)
         node.admit(key)
@@ -99,8 +91,8 @@ package struct OrderedKeys: ~Copyable {
                 parent.insertFirstEntry(of: split, at: index + 1)
                 return
             }
-            parent.admitFirstEntry(of: split)
-            split = splitNode(parent, inserting: index + 1, head: parent.convertedHead(ofFirstEntryOf: split), position: split.position(0),
+            parent.admit(from: split)
+            split = splitNode(parent, inserting: index + 1, head: parent.convertedHead(of: split, 0), position: split.position(0),
                               child: split, arena: arena)
         }
         precondition(root.height + 1 < Self.maximumHeight, "ordered index too deep")
@@ -112,11 +104,10 @@ package struct OrderedKeys: ~Copyable {
         root = newRoot
     }
 
-    /// Removes `key`, which the tree holds at `position`; returns false (changing nothing) when it
-    /// does not hold it. O(log n).
-    @discardableResult
-    mutating func remove(_ key: UnsafeRawBufferPointer, at position: UInt32, arena: borrowing KeyArena) -> Bool {
-        let probe = Probe(key)
+    /// Descends from the root to the leaf where `probe` belongs, recording each internal node and
+    /// the child taken in `path`; returns the leaf and the path's length. Each node is loaded whole
+    /// as soon as it is chosen (``Node/prefetch()``).
+    private func descend(_ probe: Probe, _ arena: borrowing KeyArena) -> (Node, Int) {
         var node = root
         var depth = 0
         while !node.isLeaf {
@@ -124,7 +115,17 @@ package struct OrderedKeys: ~Copyable {
             path[depth] = (node, index)
             depth += 1
             node = node.child(index)
+            node.prefetch()
         }
+        return (node, depth)
+    }
+
+    /// Removes `key`, which the tree holds at `position`; returns false (changing nothing) when it
+    /// does not hold it. O(log n).
+    @discardableResult
+    mutating func remove(_ key: UnsafeRawBufferPointer, at position: UInt32, arena: borrowing KeyArena) -> Bool {
+        let probe = Probe(key)
+        var (node, depth) = descend(probe, arena)
         let at = node.lowerBound(probe, arena, inclusive: true)
         guard at < node.count, node.position(at) == position else { return false }
         node.removeEntry(at: at)
@@ -723,12 +724,6 @@ private struct Node {
         admit(from: child)
         insertEntry(at: index, head: convertedHead(of: child, 0), position: child.position(0), child: child)
     }
-
-    /// Prepares to take `child`'s first entry (``admit(from:)``).
-    func admitFirstEntry(of child: Node) { admit(from: child) }
-
-    /// `child`'s first entry's head in this node's terms.
-    func convertedHead(ofFirstEntryOf child: Node) -> UInt64 { convertedHead(of: child, 0) }
 
     // MARK: Entries
 
