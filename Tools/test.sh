@@ -6,7 +6,7 @@
 #
 # The debug and address-sanitizer passes run one test process per core (swift test --parallel:
 # each test in its own process, its output printed when it fails); their counts come from the
-# xUnit reports. About 12 minutes on 2 cores.
+# xUnit reports. About 10 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Tools/setup.sh
@@ -22,15 +22,17 @@ echo "== concurrency tests under the thread sanitizer"
 # No Swift backtracer under a sanitizer: when a test crashes, its memory server's reads of the stack
 # trip the sanitizer, and the backtracer then waited forever (seen once, in the ASan pass).
 export SWIFT_BACKTRACE=enable=no
-swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests|ListingTests.testListingsRacingWriters" 2>&1 | tee "$tsan_log" || status=$?
+swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests|ListingTests.testListingsRacingWriters|LockFreeReadTests" 2>&1 | tee "$tsan_log" || status=$?
 echo "== unit tests under the address sanitizer"
 # Everything but the suites that mostly run child processes (crash tests, the tool, the Python
-# second reader) and the concurrency tests (the thread sanitizer's); the power-loss suite with a
-# third of its random scenarios. Leak checking is off: swift-corelibs-foundation
+# second reader), the concurrency tests (the thread sanitizer's), the huge-page and index-memory
+# figures (the kernel's pages and a count, slow under the sanitizer and no different with it), and
+# the torn-tail garbage cases (the store-image fuzz target feeds recovery hostile bytes under the
+# address sanitizer); the power-loss suite with a third of its random scenarios. Leak checking is off: swift-corelibs-foundation
 # (Data(contentsOf:)) and the runtime's weak references show up as leaks; memory errors are checked.
 ASAN_OPTIONS=detect_leaks=0 CASK_POWERLOSS_SEEDS=4 swift test --sanitize=address --scratch-path .build/asan \
     --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$asan_xml" \
-    --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ConcurrencyTests|SecondReaderTests" 2>&1 | tee "$asan_log" || status=$?
+    --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ConcurrencyTests|SecondReaderTests|HugePageTests|testMemoryOverheadPerKeyForAMillion16ByteKeys|testGarbageAfterTheLastRecordIsCut" 2>&1 | tee "$asan_log" || status=$?
 unset SWIFT_BACKTRACE
 echo "== fuzzing"
 CASK_FUZZ_SCRATCH=.build/fuzz Tools/fuzz.sh --ci 2>&1 | tee "$fuzz_log" || status=$?

@@ -40,6 +40,13 @@ final class KeyIndexTests: XCTestCase {
         var wrong = 0
         for (key, location) in model where lookup(index, key) != location { wrong += 1 }
         XCTAssertEqual(wrong, 0, "lookups differ from the model, \(context)", file: file, line: line)
+        // The probe without the lock takes the same path on the published table.
+        var unlike = 0
+        for key in model.keys {
+            let (probable, unlocked) = key.withUnsafeBytes { (index.probableLocation($0), index.probableLocationWithoutLock($0)) }
+            if unlocked != probable.map({ .location($0) }) ?? .absent { unlike += 1 }
+        }
+        XCTAssertEqual(unlike, 0, "probes without the lock differ from probes with it, \(context)", file: file, line: line)
         // The ordered view (built here if the test has not yet): well formed, and the same keys in
         // byte order, both ways.
         index.buildOrderedView()

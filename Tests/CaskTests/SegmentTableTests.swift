@@ -14,7 +14,7 @@ final class SegmentTableTests: XCTestCase {
 
     func testAddsAndRetiresInAnyOrderAgainstADictionary() {
         var rng = SeededGenerator.fromEnvironment(fallback: 0x5E6)
-        var table = SegmentTable()
+        let table = SegmentTable()
         var model: [UInt32: SegmentFile] = [:]
         func check(_ context: String) {
             for id in 0..<70 as Range<UInt32> {
@@ -58,7 +58,7 @@ final class SegmentTableTests: XCTestCase {
         let path = directory.appending("bytes")
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })))
         var rng = SeededGenerator.fromEnvironment(fallback: 0xE47)
-        var table = SegmentTable()
+        let table = SegmentTable()
         // The model: for each held id, its file and the bytes readable from its mapping (nil: unmapped).
         var model: [UInt32: (file: SegmentFile, readable: Int64?)] = [:]
         func check(_ context: String) {

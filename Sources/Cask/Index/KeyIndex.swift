@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The in-memory hash index: key bytes -> location of the key's latest record.
 ///
 /// Layout, chosen so that a lookup costs one cache miss in the index and the index at most 32 bytes
@@ -32,51 +34,10 @@
 /// access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
 /// operation; growth rehashes in O(n), reading each key once from the arena.
 package final class KeyIndex {
-    private struct Entry {
-        /// The record's segment in the high 32 bits, its offset in the low 32: the one word that
-        /// ``KeyIndex/switchLocation(_:from:to:)`` stores while readers load it, first in the entry
-        /// (``KeyIndex/place(ofSlot:)`` relies on that).
-        var place: UInt64
-        /// Position of the key in the arena: chunk << 18 | offset.
-        var keyPosition: UInt32
-        /// The record length in bits 0–28 (a record is under 2^29 bytes), two more bits of the
-        /// key's hash in 29–30 (``KeyIndex/checkBits(_:)``), and in bit 31 a tombstone kept during
-        /// recovery.
-        var bits: UInt32
+    private typealias Entry = SlotEntry
 
-        static let lengthMask: UInt32 = 1 << 29 - 1
-        static let checkMask: UInt32 = 3 << 29
-        static let tombstoneBit: UInt32 = 1 << 31
-        /// Byte offsets of the fields read one by one beside a switch (checked in `KeyIndex.init`).
-        static let keyPositionOffset = 8, bitsOffset = 12
-
-        init(keyPosition: UInt32, location: RecordLocation, check: UInt32, tombstone: Bool) {
-            self.keyPosition = keyPosition
-            place = Self.place(of: location)
-            bits = check
-            point(at: location, tombstone: tombstone)
-        }
-
-        static func place(of location: RecordLocation) -> UInt64 { UInt64(location.segmentID) << 32 | UInt64(location.offset) }
-
-        static func location(place: UInt64, bits: UInt32) -> RecordLocation {
-            RecordLocation(segmentID: UInt32(truncatingIfNeeded: place >> 32), offset: UInt32(truncatingIfNeeded: place), length: bits & lengthMask)
-        }
-
-        var isTombstone: Bool { bits & Self.tombstoneBit != 0 }
-        var location: RecordLocation { Self.location(place: place, bits: bits) }
-        var check: UInt32 { bits & Self.checkMask }
-
-        mutating func point(at location: RecordLocation, tombstone: Bool) {
-            precondition(location.length <= Self.lengthMask, "a record is under 2^29 bytes")
-            place = Self.place(of: location)
-            bits = bits & Self.checkMask | location.length | (tombstone ? Self.tombstoneBit : 0)
-        }
-    }
-
-    private static let empty: UInt8 = 0, deleted: UInt8 = 1
-    /// Slots per group: the control bytes probed at once (one `UInt64`).
-    private static let groupWidth = 8
+    private static let empty = SlotTable.empty, deleted = SlotTable.deleted
+    private static let groupWidth = SlotTable.groupWidth
     /// Load after growing; ``maximumLoad`` is the most the table allows (full and deleted slots counted).
     private static let loadAfterGrowth = 0.6
     private static let maximumLoad = 0.875
@@ -86,11 +47,16 @@ package final class KeyIndex {
     private static let walkPrefetchDistance = 16
 
     private let hasher: KeyHasher
-    @exclusivity(unchecked) private var control: UnsafeMutablePointer<UInt8>
-    @exclusivity(unchecked) private var table: UnsafeMutablePointer<Entry>
-    @exclusivity(unchecked) private var capacity: Int
-    /// `capacity / groupWidth`, a prime.
-    @exclusivity(unchecked) private var groups: Int
+    /// The table, as the index uses it under the store's lock.
+    @exclusivity(unchecked) private var slots: SlotTable
+    /// A copy of `slots` in memory of its own, for probes without the lock
+    /// (``probableLocationWithoutLock(_:)``): replaced when the table is, and freed, with the table
+    /// it describes, only after ``ReaderRegistry/waitForReaders()``.
+    private let published: Atomic<UnsafeMutablePointer<SlotTable>>
+    private let readers: ReaderRegistry
+    private var control: UnsafeMutablePointer<UInt8> { slots.control }
+    private var table: UnsafeMutablePointer<Entry> { slots.entries }
+    private var capacity: Int { slots.capacity }
     @exclusivity(unchecked) private var usedSlots = 0  // full + deleted
     @exclusivity(unchecked) package private(set) var count = 0
     @exclusivity(unchecked) private var tombstones = 0
@@ -104,17 +70,18 @@ package final class KeyIndex {
     /// One sequence number per slot, while recovery runs.
     @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
 
-    package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024) {
+    package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024, readers: ReaderRegistry = .shared) {
         assert(MemoryLayout<Entry>.offset(of: \.place) == 0 && MemoryLayout<Entry>.offset(of: \.keyPosition) == Entry.keyPositionOffset
             && MemoryLayout<Entry>.offset(of: \.bits) == Entry.bitsOffset)
         self.hasher = hasher
-        groups = Self.prime(atLeast: minimumCapacity * 8 / 7 / Self.groupWidth + 1)
-        capacity = groups * Self.groupWidth
-        (control, table) = Self.allocateTable(capacity: capacity)
+        self.readers = readers
+        slots = SlotTable(groups: Self.prime(atLeast: minimumCapacity * 8 / 7 / Self.groupWidth + 1))
+        published = Atomic(Self.box(slots))
     }
 
     deinit {
-        Self.deallocateTable(control, table)
+        slots.deallocate()
+        Self.unbox(published.load(ordering: .relaxed))
         seqs.map { TableMemory.deallocate($0) }
     }
 
@@ -148,12 +115,44 @@ package final class KeyIndex {
         let hash = hasher.hash(key)
         // The entry is most likely in the home group: start loading its two lines now, so that
         // their misses overlap the probe of the control bytes.
-        let home = homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
+        let home = slots.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
         cask_prefetch_for_read(table + home)
         cask_prefetch_for_read(table + home + Self.groupWidth / 2)
-        guard let slot = find(key, hash: hash, matching: .tag) else { return nil }
+        guard let slot = find(key, hash: hash, matching: .tag(skipping: 0)) else { return nil }
         // A tombstone exists only while recovery runs; let the exact lookup judge it.
         return bits(ofSlot: slot) & Entry.tombstoneBit != 0 ? lookup(key) : location(ofSlot: slot)
+    }
+
+    /// What a probe without the lock found (``probableLocationWithoutLock(_:)``).
+    package enum UnlockedProbe: Equatable {
+        case absent
+        case location(RecordLocation)
+        /// Only a probe under the lock can tell (a tombstone, which exists while recovery runs).
+        case unsure
+    }
+
+    /// ``probableLocation(_:)`` without the store's lock, beside the writer's updates (but not
+    /// beside recovery's): inside ``ReaderRegistry/read(_:)``, on the table published last.
+    ///
+    /// What it returns held at some instant during the call, but for one case the caller's record
+    /// check catches: an entry is stored field by field, so a probe beside an overwrite can pair the
+    /// old record's segment and offset with the new one's length (or the reverse), and beside a
+    /// slot's reuse can take another key's entry. A record read with the wrong length fails its
+    /// checksum, another key's record fails the key check; the caller then asks under the lock.
+    /// Stores nothing that another thread loads. O(1) expected.
+    ///
+    /// `skipping`: the number of matching entries to pass over first, for a caller whose record
+    /// check found another key at the ones before (whose tag and check bits equal this key's).
+    package func probableLocationWithoutLock(_ key: UnsafeRawBufferPointer, skipping: Int = 0) -> UnlockedProbe {
+        let table = published.load(ordering: .sequentiallyConsistent).pointee
+        let hash = hasher.hash(key)
+        let home = table.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_read(table.entries + home)
+        cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
+        guard let slot = find(key, hash: hash, matching: .tag(skipping: skipping), in: table) else { return .absent }
+        let bits = table.bits(ofSlot: slot)
+        if bits & Entry.tombstoneBit != 0 { return .unsure }
+        return .location(Entry.location(place: table.place(ofSlot: slot), bits: bits))
     }
 
     /// Starts loading the cache lines an ``upsert(_:_:)`` or a ``recover(_:_:seq:isDelete:)`` of
@@ -163,7 +162,7 @@ package final class KeyIndex {
     /// Needs no lock against readers; the caller must rule out a concurrent upsert (the table moves
     /// only when an upsert grows it). A prefetch never faults.
     package func prefetch(_ key: UnsafeRawBufferPointer) {
-        let home = homeGroup(hasher.hash(key)) &* Self.groupWidth  // Safe: below capacity.
+        let home = slots.homeGroup(hasher.hash(key)) &* Self.groupWidth  // Safe: below capacity.
         cask_prefetch_for_write(control + home)
         cask_prefetch_for_write(table + home)
         cask_prefetch_for_write(table + home + Self.groupWidth / 2)
@@ -176,7 +175,7 @@ package final class KeyIndex {
         let hash = hasher.hash(key)
         if let slot = find(key, hash: hash) {
             let old = table[slot]
-            table[slot].point(at: location, tombstone: false)
+            slots.point(slot, at: location, tombstone: false)
             if old.isTombstone {
                 tombstones -= 1
                 count += 1
@@ -222,7 +221,7 @@ package final class KeyIndex {
     package func switchLocation(_ key: UnsafeRawBufferPointer, from expected: RecordLocation, to new: RecordLocation) -> Bool {
         precondition(new.length == expected.length, "a switched record keeps its length")
         guard let slot = find(key, hash: hasher.hash(key), matching: .location(expected)) else { return false }
-        cask_store_word_relaxed(table + slot, Entry.place(of: new))
+        slots.setPlace(slot, Entry.place(of: new))
         return true
     }
 
@@ -324,7 +323,7 @@ package final class KeyIndex {
                 || (seq == known.pointee && Entry.place(of: location) > old.place)  // (segment, offset) order
             else { return .superseded }
             let oldWasDelete = old.isTombstone
-            table[slot].point(at: location, tombstone: isDelete)
+            slots.point(slot, at: location, tombstone: isDelete)
             known.pointee = seq
             switch (oldWasDelete, isDelete) {
             case (false, true): count -= 1; tombstones += 1
@@ -376,25 +375,9 @@ package final class KeyIndex {
 
     // MARK: Internals
 
-    /// Control bytes and entries for `capacity` slots, all empty; both cache-line aligned, so that
-    /// a group's control bytes are one load and its entries two whole lines (``TableMemory``,
-    /// which also asks for huge pages). Release them with ``deallocateTable(_:_:)``.
-    private static func allocateTable(capacity: Int) -> (UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Entry>) {
-        let control = TableMemory.allocate(byteCount: capacity)
-            .initializeMemory(as: UInt8.self, repeating: empty, count: capacity)
-        let table = TableMemory.allocate(byteCount: capacity * MemoryLayout<Entry>.stride)
-            .bindMemory(to: Entry.self, capacity: capacity)
-        return (control, table)
-    }
-
     /// Sequence numbers for `capacity` slots, all 0, aligned like the table (a group's are one line).
     private static func allocateSeqs(capacity: Int) -> UnsafeMutablePointer<UInt64> {
         TableMemory.allocate(byteCount: capacity * 8).initializeMemory(as: UInt64.self, repeating: 0, count: capacity)
-    }
-
-    private static func deallocateTable(_ control: UnsafeMutablePointer<UInt8>, _ table: UnsafeMutablePointer<Entry>) {
-        TableMemory.deallocate(UnsafeMutableRawPointer(control))
-        TableMemory.deallocate(UnsafeMutableRawPointer(table))
     }
 
     /// The smallest prime at least `n` (and at least 2), by trial division: O(√n), a few thousand
@@ -413,29 +396,6 @@ package final class KeyIndex {
         }
     }
 
-    /// The group where `hash`'s probe path starts: the high word of hash × groups, which is below
-    /// `groups` (Lemire's fast range reduction: any number of groups, no division).
-    @inline(__always)
-    private func homeGroup(_ hash: UInt64) -> Int {
-        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(truncatingIfNeeded: groups)).high)
-    }
-
-    /// How far `hash`'s probe path moves from one group to the next: 1 to groups - 1, from hash bits
-    /// that neither the tag nor the home group use. With a prime number of groups, the path visits
-    /// every group.
-    @inline(__always)
-    private func step(_ hash: UInt64) -> Int {
-        // Safe: a 32-bit value times groups - 1 (below 2^32), shifted down 32, is below groups - 1.
-        1 &+ Int(truncatingIfNeeded: ((hash >> 7) & 0xFFFF_FFFF) &* UInt64(truncatingIfNeeded: groups &- 1) >> 32)
-    }
-
-    /// The next group on a probe path.
-    @inline(__always)
-    private func next(_ group: Int, step: Int) -> Int {
-        let next = group &+ step  // Safe: both below groups.
-        return next >= groups ? next &- groups : next
-    }
-
     /// The tag of a full slot: the hash's low 7 bits (its high bits choose the home group, so the
     /// keys of one group share them) and the top bit.
     @inline(__always)
@@ -448,27 +408,13 @@ package final class KeyIndex {
     @inline(__always)
     private static func checkBits(_ hash: UInt64) -> UInt32 { (UInt32(truncatingIfNeeded: hash >> 39) & 3) << 29 }
 
-    /// The control bytes of group `group` as a little-endian word: slot `group * 8 + i` is byte `i`.
-    @inline(__always)
-    private func controlWord(_ group: Int) -> UInt64 {
-        UInt64(littleEndian: UnsafeRawPointer(control + group &* Self.groupWidth).load(as: UInt64.self))  // Safe: below capacity.
-    }
-
-    private static let lowBits: UInt64 = 0x0101_0101_0101_0101
-    private static let highBits: UInt64 = 0x8080_8080_8080_8080
-
-    /// The zero bytes of `word`, as the high bit of each. The lowest bit set is exact; a bit above a
-    /// zero byte can be a false one (the subtraction's borrow), so callers check each candidate.
-    @inline(__always)
-    private static func zeroBytes(_ word: UInt64) -> UInt64 { (word &- lowBits) & ~word & highBits }
-
     /// What ``find(_:hash:matching:)`` takes for the key's slot, among the slots on its path whose
     /// tag and check bits match.
     private enum Match {
         /// The slot whose stored key is `key`.
         case key
-        /// The first (see ``probableLocation(_:)``).
-        case tag
+        /// The first, after `skipping` others (see ``probableLocation(_:)``).
+        case tag(skipping: Int)
         /// The live entry pointing at this record, without reading the stored key: only the key's
         /// own entry can, as a record holds one key. A compare-and-set then costs no arena miss.
         case location(RecordLocation)
@@ -476,37 +422,44 @@ package final class KeyIndex {
         case keyPosition(UInt32)
     }
 
-    /// The slot holding `key` (as `match` says), if present.
+    /// The slot holding `key` (as `match` says), if present, in `slots` or in `table`.
     ///
     /// A key is in the first group of its path that had a free slot when it was inserted, so the
     /// search ends at a group with an empty slot: a group that has been full since the last rehash
     /// never gets an empty slot back (``removeSlot(_:)`` marks it deleted).
+    ///
+    /// Beside the writer (``probableLocationWithoutLock(_:)``, `.tag` only) the search still ends:
+    /// between rehashes no group gains an empty slot, and at least one group always has one (the
+    /// table is at most 7/8 used), so the group that has one when the search ends had it all along,
+    /// and the path reaches it within `groups` steps.
     @inline(__always)
-    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, matching match: Match = .key) -> Int? {
+    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, matching match: Match = .key, in table: SlotTable? = nil) -> Int? {
+        let table = table ?? slots
         let tag = Self.tag(hash)
-        let tags = Self.lowBits &* UInt64(tag)
+        let tags = SlotTable.lowBits &* UInt64(tag)
         let check = Self.checkBits(hash)
-        var group = homeGroup(hash)
-        var step = 0
+        var group = table.homeGroup(hash)
+        var step = 0, passed = 0
         while true {
-            let word = controlWord(group)
-            var matches = Self.zeroBytes(word ^ tags)
+            let word = table.controlWord(group)
+            var matches = SlotTable.zeroBytes(word ^ tags)
             while matches != 0 {
-                let slot = group &* Self.groupWidth &+ matches.trailingZeroBitCount >> 3  // Safe: below capacity.
-                if control[slot] == tag, case let bits = bits(ofSlot: slot), bits & Entry.checkMask == check {
+                let byte = matches.trailingZeroBitCount >> 3
+                let slot = group &* Self.groupWidth &+ byte  // Safe: below capacity.
+                if UInt8(truncatingIfNeeded: word >> (byte &* 8)) == tag, case let bits = table.bits(ofSlot: slot), bits & Entry.checkMask == check {
                     switch match {
-                    case .tag: return slot
-                    case .key: if keyBytes(at: keyPosition(ofSlot: slot)).hasSameBytes(as: key) { return slot }
+                    case .tag(let skipping): if passed == skipping { return slot } else { passed &+= 1 }
+                    case .key: if keyBytes(at: table.keyPosition(ofSlot: slot)).hasSameBytes(as: key) { return slot }
                     case .location(let expected):
-                        if bits & Entry.tombstoneBit == 0 && Entry.location(place: place(ofSlot: slot), bits: bits) == expected { return slot }
-                    case .keyPosition(let position): if keyPosition(ofSlot: slot) == position { return slot }
+                        if bits & Entry.tombstoneBit == 0 && Entry.location(place: table.place(ofSlot: slot), bits: bits) == expected { return slot }
+                    case .keyPosition(let position): if table.keyPosition(ofSlot: slot) == position { return slot }
                     }
                 }
                 matches &= matches &- 1
             }
-            if Self.zeroBytes(word) != 0 { return nil }
-            if step == 0 { step = self.step(hash) }
-            group = next(group, step: step)
+            if SlotTable.zeroBytes(word) != 0 { return nil }
+            if step == 0 { step = table.step(hash) }
+            group = table.next(group, step: step)
         }
     }
 
@@ -514,13 +467,13 @@ package final class KeyIndex {
     /// keeps at least an eighth of the slots empty, and the path visits every group.
     @inline(__always)
     private func freeSlot(for hash: UInt64) -> Int {
-        var group = homeGroup(hash)
+        var group = slots.homeGroup(hash)
         var step = 0
         while true {
-            let free = ~controlWord(group) & Self.highBits  // empty (0) or deleted (1)
+            let free = ~slots.controlWord(group) & SlotTable.highBits  // empty (0) or deleted (1)
             if free != 0 { return group &* Self.groupWidth &+ free.trailingZeroBitCount >> 3 }  // Safe: below capacity.
-            if step == 0 { step = self.step(hash) }
-            group = next(group, step: step)
+            if step == 0 { step = slots.step(hash) }
+            group = slots.next(group, step: step)
         }
     }
 
@@ -529,9 +482,9 @@ package final class KeyIndex {
         if (usedSlots + 1) * 8 > capacity * 7 { resize(toHold: count + tombstones + 1) }
         let slot = freeSlot(for: hash)
         if control[slot] == Self.empty { usedSlots += 1 }
-        control[slot] = Self.tag(hash)
         let position = arena.store(key)
-        table[slot] = Entry(keyPosition: position, location: location, check: Self.checkBits(hash), tombstone: tombstone)
+        slots.store(Entry(keyPosition: position, location: location, check: Self.checkBits(hash), tombstone: tombstone),
+                    control: Self.tag(hash), at: slot)
         if maintainsOrder { ordered.insert(key, at: position, arena: arena) }
         totalKeyBytes += key.count
         return slot
@@ -548,11 +501,11 @@ package final class KeyIndex {
         arena.release(position)
         // A group with an empty slot has never been full since the last rehash, so no probe path
         // runs through it: the slot can be empty too. In a full group it must stay on the paths.
-        if Self.zeroBytes(controlWord(slot / Self.groupWidth)) != 0 {
-            control[slot] = Self.empty
+        if SlotTable.zeroBytes(slots.controlWord(slot / Self.groupWidth)) != 0 {
+            slots.setControl(slot, Self.empty)
             usedSlots -= 1
         } else {
-            control[slot] = Self.deleted
+            slots.setControl(slot, Self.deleted)
         }
         if seqs == nil && arena.isWasteful { compactArena() }
     }
@@ -568,29 +521,14 @@ package final class KeyIndex {
         cask_prefetch_for_read(arena.address(keyPosition(ofSlot: slot)))
     }
 
-    // Reads of an entry that may run beside ``switchLocation(_:from:to:)``: the segment-and-offset
-    // word in one piece, each other field on its own, never the entry as a whole.
-
-    /// The entry's segment (high half) and offset (low half), loaded in one piece.
     @inline(__always)
-    private func place(ofSlot slot: Int) -> UInt64 {
-        cask_load_word_relaxed(table + slot)
-    }
+    private func bits(ofSlot slot: Int) -> UInt32 { slots.bits(ofSlot: slot) }
 
     @inline(__always)
-    private func bits(ofSlot slot: Int) -> UInt32 {
-        UnsafeRawPointer(table + slot).load(fromByteOffset: Entry.bitsOffset, as: UInt32.self)
-    }
+    private func keyPosition(ofSlot slot: Int) -> UInt32 { slots.keyPosition(ofSlot: slot) }
 
     @inline(__always)
-    private func keyPosition(ofSlot slot: Int) -> UInt32 {
-        UnsafeRawPointer(table + slot).load(fromByteOffset: Entry.keyPositionOffset, as: UInt32.self)
-    }
-
-    @inline(__always)
-    private func location(ofSlot slot: Int) -> RecordLocation {
-        Entry.location(place: place(ofSlot: slot), bits: bits(ofSlot: slot))
-    }
+    private func location(ofSlot slot: Int) -> RecordLocation { slots.location(ofSlot: slot) }
 
     /// Makes room for `keys` keys in all without growing the table again.
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
@@ -603,29 +541,48 @@ package final class KeyIndex {
     /// already bigger and not `shrinking`), dropping the deleted slots.
     private func resize(toHold keys: Int, load: Double = loadAfterGrowth, shrinking: Bool = false) {
         let needed = Int((Double(keys) / load / Double(Self.groupWidth)).rounded(.up))
-        let newGroups = Self.prime(atLeast: shrinking ? needed : Swift.max(groups, needed))
-        let newCapacity = newGroups * Self.groupWidth
-        let (oldControl, oldTable, oldCapacity, oldSeqs) = (control, table, capacity, seqs)
-        (control, table) = Self.allocateTable(capacity: newCapacity)
-        capacity = newCapacity
-        groups = newGroups
-        if oldSeqs != nil { seqs = Self.allocateSeqs(capacity: newCapacity) }
+        let old = slots, oldSeqs = seqs
+        let new = SlotTable(groups: Self.prime(atLeast: shrinking ? needed : Swift.max(old.groups, needed)))
+        if oldSeqs != nil { seqs = Self.allocateSeqs(capacity: new.capacity) }
+        slots = new
         usedSlots = 0
-        for slot in 0..<oldCapacity {
+        // The new table is nobody else's yet: plain stores.
+        for slot in 0..<old.capacity {
             // The walk is in slot order, the keys at random in the arena: load them ahead.
             let ahead = slot + Self.walkPrefetchDistance
-            if ahead < oldCapacity, oldControl[ahead] >= 0x80 { cask_prefetch_for_read(arena.address(oldTable[ahead].keyPosition)) }
-            let byte = oldControl[slot]
+            if ahead < old.capacity, old.controlByte(ahead) >= 0x80 { cask_prefetch_for_read(arena.address(old.keyPosition(ofSlot: ahead))) }
+            let byte = old.controlByte(slot)
             guard byte >= 0x80 else { continue }
-            let entry = oldTable[slot]
+            let entry = old.entry(slot)
             let target = freeSlot(for: hasher.hash(keyBytes(at: entry.keyPosition)))
-            control[target] = byte
-            table[target] = entry
+            new.control[target] = byte
+            new.entries[target] = entry
             if let oldSeqs { seqs![target] = oldSeqs[slot] }
             usedSlots += 1
         }
-        Self.deallocateTable(oldControl, oldTable)
+        publish()
+        old.deallocate()
         oldSeqs.map { TableMemory.deallocate($0) }
+    }
+
+    /// Publishes `slots` to probes without the lock, and returns once none can be using the table
+    /// published before (which the caller may then free).
+    private func publish() {
+        let box = Self.box(slots)
+        let old = published.exchange(box, ordering: .sequentiallyConsistent)
+        readers.waitForReaders()
+        Self.unbox(old)
+    }
+
+    /// `slots` in a cache line of its own: every get loads it, and a line shared with anything
+    /// the writer stores to would miss after each put.
+    private static func box(_ slots: SlotTable) -> UnsafeMutablePointer<SlotTable> {
+        TableMemory.allocate(byteCount: 64).initializeMemory(as: SlotTable.self, repeating: slots, count: 1)
+    }
+
+    private static func unbox(_ box: UnsafeMutablePointer<SlotTable>) {
+        box.deinitialize(count: 1)
+        TableMemory.deallocate(UnsafeMutableRawPointer(box))
     }
 
     /// Rewrites the arena without deleted keys' bytes: in key order with an ordered view (which
@@ -637,7 +594,7 @@ package final class KeyIndex {
         }
         var fresh = KeyArena()
         for slot in 0..<capacity where control[slot] >= 0x80 {
-            table[slot].keyPosition = fresh.store(keyBytes(at: table[slot].keyPosition))
+            slots.setKeyPosition(slot, fresh.store(keyBytes(at: table[slot].keyPosition)))
         }
         arena = fresh
     }
@@ -668,7 +625,7 @@ package final class KeyIndex {
                 let key = keyBytes(at: old)
                 let new = fresh.store(key)
                 let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
-                table[slot].keyPosition = new
+                slots.setKeyPosition(slot, new)
                 positions[index] = new
             }
             arena = fresh

@@ -42,6 +42,16 @@ package final class ReadWriteLock<Value: AnyObject>: @unchecked Sendable {
         return try body(value)
     }
 
+    /// Lends the object without the lock, for the parts of it that synchronize readers on their
+    /// own (the index's and the segment table's lock-free lookups, inside
+    /// ``ReaderRegistry/read(_:)``): nothing else of it may be touched. Lent, not returned, so that
+    /// the call costs no retain and release of the object (a count that every reader thread would
+    /// write).
+    @inline(__always)
+    package func withoutLocking<R, E: Error>(_ body: (Value) throws(E) -> R) throws(E) -> R {
+        try body(value)
+    }
+
     package func write<R, E: Error>(_ body: (Value) throws(E) -> R) throws(E) -> R {
         pthread_rwlock_wrlock(lock)
         defer { pthread_rwlock_unlock(lock) }

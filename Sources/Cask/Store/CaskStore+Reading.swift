@@ -87,12 +87,12 @@ extension CaskStore {
         }
     }
 
-    /// The fast path of a get (``copyValueUnderLock(key:into:)``, into a stack buffer): calls `body`
+    /// The fast path of a get (``copyValueWithoutLock(key:into:)``, into a stack buffer): calls `body`
     /// with the value, or with nil when the key has none, and returns what it returns; returns nil
     /// without calling `body` when the full path must settle the get. `body` runs under no lock.
     private func withQuickValue<R>(key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) -> R) throws(CaskError) -> R? {
         try withScratchBytes(Self.smallValueLimit) { (buffer) throws(CaskError) -> R? in
-            switch try copyValueUnderLock(key: key, into: buffer) {
+            switch copyValueWithoutLock(key: key, into: buffer) {
             case .absent: return body(nil)
             case .copied(let count): return body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             case .fallBack: return nil
@@ -100,8 +100,8 @@ extension CaskStore {
         }
     }
 
-    /// What ``copyValueUnderLock(key:into:)`` found.
-    enum LockedRead {
+    /// What ``copyValueWithoutLock(key:into:)`` found.
+    enum QuickRead {
         /// The key has no value (or it has expired).
         case absent
         /// The value is the first `count` bytes of the buffer.
@@ -110,27 +110,45 @@ extension CaskStore {
         case fallBack
     }
 
-    /// The common case of a get, done whole under the read lock: looks `key` up, checks its record
-    /// in the segment's mapping, and copies or expands the value into `buffer`.
+    /// The common case of a get, done whole without the store's lock: looks `key` up in the index
+    /// and the segment table as published to lock-free readers, checks its record in the segment's
+    /// mapping, and copies or expands the value into `buffer`.
     ///
-    /// The lock keeps the mapping alive (a compaction retires a segment under the write lock), so
-    /// the read takes no reference to the segment file: two atomic operations fewer per get than
-    /// the full path, which holds the file while it reads unlocked. Returns `.fallBack`, having
-    /// changed nothing, for everything else: a record that is not mapped or not yet written, a
-    /// value larger than `buffer`, any failed check (another key's record at the probable
-    /// location, or damage, which the full path then reports). Never calls out of the store.
-    func copyValueUnderLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) throws(CaskError) -> LockedRead {
-        try state.read { (shared) throws(CaskError) -> LockedRead in
-            if shared.closed { throw CaskError.closed }
-            guard let location = shared.index.probableLocation(key) else { return .absent }
-            guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
-            SegmentFile.prefetch(record: record)
-            let valid: ValidRecord
-            switch Self.checkRecord(record, key: key, explaining: false) {
-            case .valid(let checked): valid = checked
-            case .expired: return .absent
-            case .mismatch: return .fallBack
+    /// Runs inside ``ReaderRegistry/read(_:)``, which keeps the table and the mapping alive (the
+    /// index frees a table it grew out of, and the segment table lets a retired segment's mapping
+    /// go, only after the readers inside have left), so two reader threads write no shared line
+    /// and take no reference to the segment file. What the probe returns is checked by the record
+    /// itself (checksum, lengths, key): a probe beside an update that pairs one record's place with
+    /// another's length, or that lands on another key's entry, fails those checks. Returns
+    /// `.fallBack`, having changed nothing, for everything else: a record that is not mapped or not
+    /// yet written, a value larger than `buffer`, any failed check (which the full path, under the
+    /// lock, settles or reports), a closed store. Never calls out of the store.
+    func copyValueWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> QuickRead {
+        state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
+            guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
+            var valid: ValidRecord?
+            // The entries on the key's path whose hash bits match, in order: the first is the key's
+            // own but for about 1% of gets, whose first is another key's.
+            for candidate in 0..<Self.quickCandidates {
+                let location: RecordLocation
+                switch shared.index.probableLocationWithoutLock(key, skipping: candidate) {
+                // Every entry before was an intact record of another key: none can have been this
+                // key's (a torn read of its entry fails the checksum), so it is absent.
+                case .absent: return .absent
+                case .unsure: return .fallBack
+                case .location(let found): location = found
+                }
+                guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
+                SegmentFile.prefetch(record: record)
+                switch Self.checkRecord(record, key: key, explaining: false) {
+                case .valid(let checked): valid = checked
+                case .expired: return .absent
+                case .mismatch: return .fallBack
+                case .otherKey: continue
+                }
+                break
             }
+            guard let valid else { return .fallBack }
             let header = valid.header
             if header.isCompressed {
                 guard header.valueLength <= buffer.count,
@@ -141,7 +159,7 @@ extension CaskStore {
                 if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
             }
             return .copied(count: header.valueLength)
-        }
+        } }
     }
 
     /// A value and the expiry time of the record it was read from (nil: it never expires).
@@ -257,6 +275,8 @@ extension CaskStore {
         case .expired: return nil
         case .mismatch(let reason):
             throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: reason ?? "record does not match the index")
+        case .otherKey:
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: "record holds a different key")
         }
     }
 
@@ -267,6 +287,8 @@ extension CaskStore {
         case expired
         /// Damaged, or not the key's put. The reason is given only when explaining.
         case mismatch(reason: String?)
+        /// An intact put of another key.
+        case otherKey
     }
 
     /// The checks of ``validateRecord(_:key:file:offset:)``: the record's header, length and
@@ -282,7 +304,7 @@ extension CaskStore {
             return .mismatch(reason: explaining ? "record does not match the index" : nil)
         }
         let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
-        guard storedKey.hasSameBytes(as: key) else { return .mismatch(reason: explaining ? "record holds a different key" : nil) }
+        guard storedKey.hasSameBytes(as: key) else { return .otherKey }
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .expired }
         let payloadStart = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
@@ -309,6 +331,10 @@ extension CaskStore {
             return body(UnsafeRawBufferPointer(buffer))
         }
     }
+
+    /// The entries a get without the lock tries (``copyValueWithoutLock(key:into:)``) before it
+    /// takes the lock: the key's own is nearly always the first or the second.
+    static let quickCandidates = 3
 
     /// Values up to this size are expanded on the stack and copied into their array.
     static let smallValueLimit = 1024

@@ -5,7 +5,8 @@ import Synchronization
 ///
 /// Concurrency rules:
 /// 1. A store is `Sendable`: call it from any thread or task. Reads run in parallel with each other
-///    and with writes (they take a shared lock for one index lookup, then read without it).
+///    and with writes: a get of a small value takes no lock (``ReaderRegistry``), other reads take
+///    a shared lock for one index lookup, then read without it.
 /// 2. Writes are serialized by one writer mutex, in the order they acquire it; each write gets the
 ///    next sequence number, which decides "newest" everywhere (recovery, compaction).
 /// 3. In `.fsync` mode a write waits for durability *outside* the writer mutex, so concurrent writers
@@ -49,7 +50,7 @@ public final class CaskStore: Sendable {
     /// a retain and a release of each of its references on every get.
     final class SharedState {
         let index: KeyIndex
-        @exclusivity(unchecked) var segments: SegmentTable
+        let segments: SegmentTable
         @exclusivity(unchecked) var stats: SegmentAccounting
         /// Expiry times of the keys whose latest record has one.
         @exclusivity(unchecked) var expiries: ExpiryTable
@@ -162,7 +163,7 @@ public final class CaskStore: Sendable {
                 index: recovered.index)
             writer = Lock(newWriter)
         }
-        var segments = SegmentTable()
+        let segments = SegmentTable()
         for (id, file) in recovered.segments { segments[UInt32(id)] = file }
         state = ReadWriteLock(SharedState(
             index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values), expiries: recovered.expiries))

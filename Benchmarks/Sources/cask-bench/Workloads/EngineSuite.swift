@@ -27,7 +27,8 @@ struct EngineSuite<E: Engine> {
         let modes = E.capabilities.contains(.batches) ? [WriteMode.nosync, .batch1000] : [.nosync]
         for mode in modes {
             if wanted("fillseq") { try fill("fillseq", mode: mode, order: Array(0..<data.count), keep: false) }
-            let followers = ["open", "open_nohints", "readrandom", "readmissing", "readseq", "mixed", "scanprefix", "scan_put", "deleterandom"] + WorkloadName.allocations
+            let followers = ["open", "open_nohints", "readrandom", "readrandom_2t", "readwhilewriting", "readmissing", "readseq", "mixed",
+                             "scanprefix", "scan_put", "deleterandom"] + WorkloadName.allocations
             if wanted("fillrandom", "overwrite") || (mode == .nosync && followers.contains { wanted($0) }) {
                 try fillRandomAndFollowers(mode: mode)
             }
@@ -200,7 +201,12 @@ struct EngineSuite<E: Engine> {
         }
         if mode == .nosync {
             if E.capabilities.contains(.reads) {
-                if wanted("readrandom") { try readRandom(engine, dir, missing: false) }
+                // readrandom_2t and readwhilewriting are judged against readrandom's rate in this run.
+                let alone = wanted("readrandom", "readrandom_2t", "readwhilewriting") ? try readRandom(engine, dir, missing: false) : 0
+                if E.capabilities.contains(.threads) {
+                    if wanted("readrandom_2t") { try readRandomOnThreads(engine, dir, alone: alone) }
+                    if wanted("readwhilewriting") { try readWhileWriting(engine, dir, alone: alone) }
+                }
                 if wanted("readmissing") { try readRandom(engine, dir, missing: true) }
             }
             if E.capabilities.contains(.scans) && wanted("readseq") { try readSequential(engine, dir) }
@@ -250,13 +256,15 @@ struct EngineSuite<E: Engine> {
 
     // MARK: Reads
 
-    private func readRandom(_ engine: E, _ dir: String, missing: Bool) throws {
+    /// Returns the gets per second.
+    @discardableResult
+    private func readRandom(_ engine: E, _ dir: String, missing: Bool) throws -> Double {
         let indices = data.randomIndices(data.count, seed: seed &+ 3)
         let key = KeyBuffer()
         var found = 0, wrongLength = 0
         let valueSize = data.valueSize
-        try measure(missing ? "readmissing" : "readrandom", mode: "read", num: indices.count,
-                    bytes: missing ? 0 : data.userBytes(indices.count), directory: dir) {
+        let measurement = try measure(missing ? "readmissing" : "readrandom", mode: "read", num: indices.count,
+                                      bytes: missing ? 0 : data.userBytes(indices.count), directory: dir) {
             for i in indices {
                 let length = try engine.get(key.key(i, missing: missing)) { $0.count }
                 if let length {
@@ -268,6 +276,87 @@ struct EngineSuite<E: Engine> {
         if missing ? found != 0 : (found != indices.count || wrongLength != 0) {
             throw BenchError.check("\(E.name) \(missing ? "readmissing" : "readrandom"): found \(found) of \(indices.count), \(wrongLength) of the wrong length")
         }
+        return measurement.opsPerSecond
+    }
+
+    /// Another thread's handle on `engine`, of the engine's own type: calls through `any Engine`
+    /// run the generic `get` unspecialized, which looked up `Optional<R>`'s metadata in the Swift
+    /// runtime's shared cache on every call (a lock and a futex wake per get on 2 threads, for
+    /// every engine alike).
+    private func handle(sharing engine: E) throws -> E {
+        guard let handle = try engine.handleForAnotherThread() as? E else { throw BenchError.check("\(E.name): a handle of another type") }
+        return handle
+    }
+
+    /// The body of a reader thread for ``onThreads(_:_:)``: thread `t` gets `perThread` random
+    /// existing keys through `handles[t]` (a random order of its own), each checked for the
+    /// value's length.
+    private func concurrentGets(_ handles: [E], perThread: Int, seedOffset: UInt64) throws -> @Sendable (Int) throws -> Void {
+        let data = data, seed = seed, valueSize = data.valueSize, shared = handles
+        return { thread in
+            let engine = shared[thread]
+            var rng = SplitMix(seed: seed &+ seedOffset &+ UInt64(thread))
+            let key = KeyBuffer()
+            for _ in 0..<perThread {
+                let i = Int((rng.next() >> 8) % UInt64(data.count))
+                let length = try engine.get(key.key(i)) { $0.count }
+                if length != valueSize { throw BenchError.check("\(E.name): key \(i) read \(String(describing: length)) bytes") }
+            }
+        }
+    }
+
+    /// `readrandom_2t`: readrandom's gets of random existing keys on 2 threads, num/2 each.
+    /// `scaling`: its rate ÷ readrandom's on 1 thread in this run (2.0 would be perfect scaling).
+    private func readRandomOnThreads(_ engine: E, _ dir: String, alone: Double) throws {
+        let threads = 2, perThread = data.count / threads
+        var handles = [engine]
+        for _ in 1..<threads { handles.append(try handle(sharing: engine)) }
+        let reader = try concurrentGets(handles, perThread: perThread, seedOffset: 40)
+        var measurement = try measure("readrandom_2t", mode: "read", num: perThread * threads, bytes: data.userBytes(perThread * threads),
+                                      directory: dir, extra: [("threads", "\(threads)")], printing: false) {
+            try onThreads(threads, reader)
+        }
+        measurement.extra.append(("scaling", String(format: "%.3f", alone > 0 ? measurement.opsPerSecond / alone : 0)))
+        emit(measurement)
+        for handle in handles.dropFirst() where handle !== engine { try handle.close() }
+    }
+
+    /// `readwhilewriting` (db_bench's, with 1 reader): one thread does num gets of random existing
+    /// keys while another overwrites random keys without pause (nosync) until the reader is done.
+    /// ops/s is the reader's; `writer_ops_per_s` the writer's; `reader_vs_readrandom` the reader's
+    /// rate ÷ readrandom's alone in this run.
+    private func readWhileWriting(_ engine: E, _ dir: String, alone: Double) throws {
+        let writer = try handle(sharing: engine)
+        let reader = try concurrentGets([engine], perThread: data.count, seedOffset: 50)
+        let data = data, seed = seed
+        let readerDone = Atomic(false), writes = Atomic(0)
+        let writerSeconds = Mutex(0.0)
+        var measurement = try measure("readwhilewriting", mode: "read", num: data.count, bytes: data.userBytes(data.count), directory: dir,
+                                      extra: [("threads", "2")], printing: false) {
+            try onThreads(2) { thread in
+                if thread == 0 {
+                    defer { readerDone.store(true, ordering: .releasing) }
+                    try reader(0)
+                    return
+                }
+                var rng = SplitMix(seed: seed &+ 60)
+                let key = KeyBuffer()
+                var n = 0
+                let start = Clock.now()
+                while !readerDone.load(ordering: .acquiring) {
+                    let i = Int((rng.next() >> 8) % UInt64(data.count))
+                    try writer.put(key.key(i), data.value(n))
+                    n += 1
+                }
+                writerSeconds.withLock { $0 = Clock.now() - start }
+                writes.store(n, ordering: .relaxed)
+            }
+        }
+        let seconds = writerSeconds.withLock { $0 }
+        measurement.extra += [("writer_ops_per_s", String(format: "%.0f", seconds > 0 ? Double(writes.load(ordering: .relaxed)) / seconds : 0)),
+                              ("reader_vs_readrandom", String(format: "%.3f", alone > 0 ? measurement.opsPerSecond / alone : 0))]
+        emit(measurement)
+        if writer !== engine { try writer.close() }
     }
 
     private func readSequential(_ engine: E, _ dir: String) throws {
@@ -335,8 +424,8 @@ struct EngineSuite<E: Engine> {
         guard wanted("mixed") else { return }
         let threads = 2
         let perThread = data.count / threads
-        var handles: [any Engine] = [engine]
-        for _ in 1..<threads { handles.append(try engine.handleForAnotherThread()) }
+        var handles = [engine]
+        for _ in 1..<threads { handles.append(try handle(sharing: engine)) }
         let data = data, seed = seed, valueSize = data.valueSize
         let shared = handles
         try measure("mixed", mode: "nosync", num: perThread * threads, bytes: data.userBytes(perThread * threads), directory: dir,
@@ -425,7 +514,7 @@ struct EngineSuite<E: Engine> {
             return latencies
         }
         let alone = try timedPuts(0)
-        let scanner = try engine.handleForAnotherThread()
+        let scanner = try handle(sharing: engine)
         let stop = Atomic(false), listings = Atomic(0)
         let failure = Mutex<String?>(nil)
         let finished = DispatchSemaphore(value: 0)

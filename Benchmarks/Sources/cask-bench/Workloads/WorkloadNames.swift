@@ -2,7 +2,7 @@
 enum WorkloadName {
     /// db_bench's, run on every engine that can.
     static let keyValue = [
-        "fillseq", "fillrandom", "open", "overwrite", "readrandom", "readmissing", "readseq", "mixed",
+        "fillseq", "fillrandom", "open", "overwrite", "readrandom", "readrandom_2t", "readwhilewriting", "readmissing", "readseq", "mixed",
         "deleterandom", "fillsync",
         // The ordered index (issue 21): listings of one prefix's 1,000 keys (keys only, and with
         // values), and put latency while another thread lists prefixes.
