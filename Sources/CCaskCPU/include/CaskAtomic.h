@@ -70,6 +70,16 @@ static inline int64_t cask_load_int_seq_cst(const int64_t *address) {
     return __atomic_load_n(address, __ATOMIC_SEQ_CST);
 }
 
+/// Tells the CPU that the thread is spinning on a lock word (x86 `pause`, AArch64 `yield`): the
+/// loop runs slower and leaves the core's resources to its sibling.
+static inline void cask_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /// A small number for the calling thread, the same on every call from it and different for
 /// threads that asked one after another (handed out in turn, modulo 2^32): the stripe of
 /// `ReaderRegistry` it counts itself in.

@@ -155,6 +155,16 @@ package final class KeyIndex {
         return .location(Entry.location(place: table.place(ofSlot: slot), bits: bits))
     }
 
+    /// Whether `key`'s entry points at `location`, without the lock (as
+    /// ``probableLocationWithoutLock(_:skipping:)``), reading no stored key: only the key's own
+    /// entry can point at a record of it. True means it did at some instant during the call; false
+    /// that it did not, or that a write was moving it elsewhere (an entry never comes back to a
+    /// record it left).
+    package func pointsWithoutLock(_ key: UnsafeRawBufferPointer, at location: RecordLocation) -> Bool {
+        let table = published.load(ordering: .sequentiallyConsistent).pointee
+        return find(key, hash: hasher.hash(key), matching: .location(location), in: table) != nil
+    }
+
     /// Starts loading the cache lines an ``upsert(_:_:)`` or a ``recover(_:_:seq:isDelete:)`` of
     /// `key` reads first (its home group's control bytes and entries, and while recovery runs its
     /// sequence numbers), so that the misses overlap whatever the caller does before the update.

@@ -1,3 +1,4 @@
+import CCaskCPU
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -37,7 +38,7 @@ package final class ReadWriteLock<Value: AnyObject>: @unchecked Sendable {
     }
 
     package func read<R, E: Error>(_ body: (Value) throws(E) -> R) throws(E) -> R {
-        pthread_rwlock_rdlock(lock)
+        if pthread_rwlock_tryrdlock(lock) != 0 { acquire(exclusive: false) }
         defer { pthread_rwlock_unlock(lock) }
         return try body(value)
     }
@@ -53,8 +54,35 @@ package final class ReadWriteLock<Value: AnyObject>: @unchecked Sendable {
     }
 
     package func write<R, E: Error>(_ body: (Value) throws(E) -> R) throws(E) -> R {
-        pthread_rwlock_wrlock(lock)
+        if pthread_rwlock_trywrlock(lock) != 0 { acquire(exclusive: true) }
         defer { pthread_rwlock_unlock(lock) }
         return try body(value)
+    }
+
+    /// How long a thread that finds the lock taken tries again before it sleeps in the kernel.
+    /// Holders keep it for microseconds (a put's index update, a listing's slice of 64 keys), and
+    /// waking a sleeper took 10–50 µs here, which is what a put waited for when another thread
+    /// listed without pause (p99 60 µs against 0.8 µs alone). A spinner that fails to get in is
+    /// not a waiting writer to the kernel's lock, so readers are not held up meanwhile; once it
+    /// sleeps, it is.
+    private static var spinNanoseconds: UInt64 { 20_000 }
+
+    @inline(never)
+    private func acquire(exclusive: Bool) {
+        let deadline = Self.now() &+ Self.spinNanoseconds
+        var tries = 0
+        while true {
+            cask_cpu_relax()
+            if (exclusive ? pthread_rwlock_trywrlock(lock) : pthread_rwlock_tryrdlock(lock)) == 0 { return }
+            tries &+= 1
+            if tries & 15 == 0 && Self.now() > deadline { break }
+        }
+        if exclusive { pthread_rwlock_wrlock(lock) } else { pthread_rwlock_rdlock(lock) }
+    }
+
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 }

@@ -53,6 +53,16 @@ package final class SegmentTable {
         }
     }
 
+    /// Adds `files` by id, publishing their extents once (setting them one by one publishes, and
+    /// waits for readers, once per file). Replaces no file the table holds.
+    package func add(_ files: [(id: UInt32, file: SegmentFile)]) {
+        for (id, file) in files {
+            precondition(self[id] == nil, "segment \(id) is already held")
+            insert(file, at: id)
+        }
+        republish()
+    }
+
     /// The mapped bytes of the record at `location` when its segment is held and mapped and the
     /// table knows the record to be written (see ``noteWritten(_:length:)``); else nil.
     ///

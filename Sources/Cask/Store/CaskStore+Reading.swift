@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -126,40 +127,54 @@ extension CaskStore {
     func copyValueWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> QuickRead {
         state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
             guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
-            var valid: ValidRecord?
-            // The entries on the key's path whose hash bits match, in order: the first is the key's
-            // own but for about 1% of gets, whose first is another key's.
-            for candidate in 0..<Self.quickCandidates {
-                let location: RecordLocation
-                switch shared.index.probableLocationWithoutLock(key, skipping: candidate) {
-                // Every entry before was an intact record of another key: none can have been this
-                // key's (a torn read of its entry fails the checksum), so it is absent.
-                case .absent: return .absent
-                case .unsure: return .fallBack
-                case .location(let found): location = found
-                }
-                guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
-                SegmentFile.prefetch(record: record)
-                switch Self.checkRecord(record, key: key, explaining: false) {
-                case .valid(let checked): valid = checked
-                case .expired: return .absent
-                case .mismatch: return .fallBack
-                case .otherKey: continue
-                }
-                break
-            }
-            guard let valid else { return .fallBack }
-            let header = valid.header
-            if header.isCompressed {
-                guard header.valueLength <= buffer.count,
-                      LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
-                else { return .fallBack }
-            } else {
-                guard valid.payload.count <= buffer.count else { return .fallBack }
-                if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
-            }
-            return .copied(count: header.valueLength)
+            // A batch changes several entries: a get that overlaps the change (the version is odd
+            // meanwhile, or differs after) could see part of it, so it asks under the lock, where
+            // a batch is all or nothing.
+            let version = shared.batchVersion.load(ordering: .acquiring)
+            guard version & 1 == 0 else { return .fallBack }
+            let found = probeAndCopy(key: key, into: buffer, shared: shared)
+            atomicMemoryFence(ordering: .acquiring)
+            return shared.batchVersion.load(ordering: .relaxed) == version ? found : .fallBack
         } }
+    }
+
+    /// ``copyValueWithoutLock(key:into:)`` inside the reader registry, once a batch is ruled out.
+    @inline(__always)
+    private func probeAndCopy(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState) -> QuickRead {
+        var valid: ValidRecord?
+        // The entries on the key's path whose hash bits match, in order: the first is the key's
+        // own but for about 1% of gets, whose first is another key's.
+        for candidate in 0..<Self.quickCandidates {
+            let location: RecordLocation
+            switch shared.index.probableLocationWithoutLock(key, skipping: candidate) {
+            // No entry on the path matches: absent. (After another key's record, a probe again
+            // from the start may skip this key's own entry, if the entries before it changed in
+            // between: only the lock can then tell.)
+            case .absent: return candidate == 0 ? .absent : .fallBack
+            case .unsure: return .fallBack
+            case .location(let found): location = found
+            }
+            guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
+            SegmentFile.prefetch(record: record)
+            switch Self.checkRecord(record, key: key, explaining: false) {
+            case .valid(let checked): valid = checked
+            case .expired: return .absent
+            case .mismatch: return .fallBack
+            case .otherKey: continue
+            }
+            break
+        }
+        guard let valid else { return .fallBack }
+        let header = valid.header
+        if header.isCompressed {
+            guard header.valueLength <= buffer.count,
+                  LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
+            else { return .fallBack }
+        } else {
+            guard valid.payload.count <= buffer.count else { return .fallBack }
+            if valid.payload.count > 0 { buffer.baseAddress!.copyMemory(from: valid.payload.baseAddress!, byteCount: valid.payload.count) }
+        }
+        return .copied(count: header.valueLength)
     }
 
     /// A value and the expiry time of the record it was read from (nil: it never expires).

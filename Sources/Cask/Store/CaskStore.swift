@@ -55,6 +55,10 @@ public final class CaskStore: Sendable {
         /// Expiry times of the keys whose latest record has one.
         @exclusivity(unchecked) var expiries: ExpiryTable
         @exclusivity(unchecked) var closed = false
+        /// Odd while a batch of several operations is applied to the index (under the exclusive
+        /// lock), even otherwise: gets without the lock check it on both sides of their probe
+        /// (``CaskStore/copyValueWithoutLock(key:into:)``), so that they too see a batch whole.
+        let batchVersion = Atomic<UInt64>(0)
 
         init(index: KeyIndex, segments: SegmentTable, stats: SegmentAccounting, expiries: ExpiryTable) {
             self.index = index
@@ -164,7 +168,7 @@ public final class CaskStore: Sendable {
             writer = Lock(newWriter)
         }
         let segments = SegmentTable()
-        for (id, file) in recovered.segments { segments[UInt32(id)] = file }
+        segments.add(recovered.segments.map { (UInt32($0.key), $0.value) })
         state = ReadWriteLock(SharedState(
             index: recovered.index, segments: segments, stats: SegmentAccounting(recovered.stats.values), expiries: recovered.expiries))
 

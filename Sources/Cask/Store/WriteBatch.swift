@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Puts and deletes to apply together, all or nothing: ``CaskStore/write(_:)``.
 ///
 /// ```swift
@@ -133,6 +135,10 @@ extension CaskStore {
             let activeID = w.active.id, written = w.flushed
             state.write { shared in
                 shared.segments.noteWritten(segmentID, length: written)
+                // Gets without the lock that overlap the entries' changes fall back to the lock.
+                shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
+                atomicMemoryFence(ordering: .releasing)
+                defer { shared.batchVersion.add(1, ordering: .releasing) }
                 for (position, operation) in batch.operations.enumerated() {
                     let location = locations[position]
                     operation.key.withUnsafeBytes { key in

@@ -134,6 +134,29 @@ struct Target: Sendable {
                               value: index?.median(of: "index_overhead_bytes_per_key_ordered"),
                               detail: "the same once the first listing has built the ordered view", unit: "B/key"))
 
+        // Issue 21: reads that scale with cores and never wait for writers; listings that never hold writers up.
+        func caskField(_ workload: String, _ mode: String, _ field: String, _ name: String, _ kind: Target.Kind, _ detail: String) {
+            targets.append(Target(name: name, kind: kind, value: results.summary("cask", workload, mode)?.median(of: field), detail: detail, unit: "×"))
+        }
+        caskField("readrandom_2t", "read", "scaling", "readrandom on 2 threads ÷ Cask's 1 thread", .atLeast(1.8),
+                  "median of the runs' ratios to readrandom in the same run")
+        caskField("readwhilewriting", "read", "reader_vs_readrandom", "readwhilewriting reader ÷ readrandom alone", .atLeast(0.8),
+                  "one reader beside one writer at full speed; median of the runs' ratios")
+        func versusLMDB(_ workload: String, _ mode: String, _ name: String, bound: Double) {
+            if let cask = results.summary("cask", workload, mode), let lmdb = results.summary("lmdb", workload, mode) {
+                targets.append(Target(name: name, kind: .atLeast(bound), value: cask.opsPerSecond / lmdb.opsPerSecond,
+                                      detail: "cask \(Format.rate(cask.opsPerSecond)) ÷ lmdb \(Format.rate(lmdb.opsPerSecond)) ops/s", unit: "×"))
+            } else {
+                targets.append(Target(name: name, kind: .atLeast(bound), value: nil, detail: "", unit: "×"))
+            }
+        }
+        versusLMDB("readwhilewriting", "read", "readwhilewriting reader ÷ LMDB's reader", bound: 2)
+        versusLMDB("mixed", "nosync", "mixed (2 threads, 90% gets) ÷ LMDB", bound: 2)
+        caskField("scan_put", "nosync", "p99_ratio", "put p99 while another thread lists ÷ put p99 alone", .atMost(2),
+                  "median of the runs' p99 ratios")
+        caskField("compact_put", "nosync", "ratio", "puts while compacting ÷ puts without", .atLeast(0.6),
+                  "median of the runs' ratios")
+
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))
         targets.append(Target(name: "disk after fillrandom ÷ user data", kind: .atMost(0.9), value: fill.map { Double($0.median.diskBytes) / userBytes },
