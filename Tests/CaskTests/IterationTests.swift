@@ -265,7 +265,7 @@ final class IterationTests: XCTestCase {
 
     // MARK: Compaction and concurrent writers
 
-    /// A listing reads the keys and locations of one slice (64 keys) at a time. Keys of a slice
+    /// A listing reads the keys and locations of one slice (16 keys) at a time. Keys of a slice
     /// already read show the value they had then (deleted ones too) — or, where a compaction has
     /// retired the segment they point into (and the listing does not hold it), they are looked up
     /// again: moved records are found, keys overwritten since show their new value, keys deleted
@@ -287,7 +287,7 @@ final class IterationTests: XCTestCase {
                 }
             }
             let before = model
-            let firstSlice = Set(model.keys.sorted { $0.lexicographicallyPrecedes($1) }.prefix(CaskStore.listingSlice))
+            let firstSlice = Set(model.keys.sorted { $0.lexicographicallyPrecedes($1) }.prefix(CaskStore.locatingSlice))
             var entries = try store.entries()
             var seen: [[UInt8]: [UInt8]] = [:]
             let first = try XCTUnwrap(entries.next())

@@ -7,7 +7,8 @@ extension CaskStore {
     /// ```
     ///
     /// **Which keys.** As ``keys(in:after:limit:order:)`` lists them: read from the ordered index
-    /// in slices of at most 64 (each under the shared index lock, for microseconds), each resuming
+    /// in slices of at most 16 with their locations (each under the shared index lock, for
+    /// microseconds), each resuming
     /// after the last key of the one before. A key live for the whole call is visited exactly once;
     /// a key created or deleted during the call may be visited or not; none twice or out of order.
     /// Expired keys are skipped. `after` starts after that key (in `order`), for resuming.
@@ -159,7 +160,7 @@ struct EntryScan: ~Copyable {
     init(store: CaskStore, range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         self.store = store
         cursor = KeyRangeCursor(range, after: after, order: order)
-        items.reserveCapacity(CaskStore.listingSlice)
+        items.reserveCapacity(CaskStore.locatingSlice)
     }
 
     /// Reads the next slice's keys and locations (expired keys left out) into `items` and `keys`.
@@ -169,7 +170,7 @@ struct EntryScan: ~Copyable {
         items.removeAll(keepingCapacity: true)
         keys.count = 0
         let now = CaskStore.nowMilliseconds()
-        try cursor.nextSlice(of: store, budget: CaskStore.listingSlice, withLocations: true) { shared, key, location in
+        try cursor.nextSlice(of: store, budget: CaskStore.locatingSlice, withLocations: true) { shared, key, location in
             guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
             items.append(Item(location: location!, keyLength: UInt32(key.count), keyStart: keys.count))
             keys.append(key)

@@ -2,6 +2,11 @@ extension CaskStore {
     /// Keys a listing visits under the index lock at a time: a writer waits at most for one slice
     /// (a few microseconds), whatever the size of the store or of the listing.
     static let listingSlice = 64
+    /// The same for a walk that also looks up each key's location (a probe of the hash table, a
+    /// cache miss, per key): a quarter as many keys, for about as long a hold. With 64, a put
+    /// waiting for a listing with values had a p99 of 52–53 µs in two runs of three (3.3 µs in the
+    /// third); with 16, 8.0–9.5 µs in all three (`scan_put`, alternated builds).
+    static let locatingSlice = 16
 
     /// The keys in `range`, in byte order (or descending), expired keys excluded.
     ///
