@@ -27,11 +27,13 @@ import Synchronization
 /// i.e. 20 to 30 bytes from about 200,000 keys on. Sequence numbers are kept only while recovery
 /// needs them (``beginRecovery()``), 8 bytes per slot.
 ///
-/// Not thread-safe: the store guards it with a reader-writer lock. One update may run beside readers:
-/// compaction's ``switchLocation(_:from:to:)``, which stores an entry's segment-and-offset word in
-/// one piece while lookups load it in one piece (see there). Its stored properties opt out of
-/// dynamic exclusivity checks (`@exclusivity(unchecked)`): the lock already rules out overlapping
-/// access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
+/// Thread-safety: the store guards it with a reader-writer lock, with two exceptions. Compaction's
+/// ``switchLocation(_:from:to:)`` runs beside locked readers, storing an entry's segment-and-offset
+/// word in one piece while lookups load it in one piece. And the `…WithoutLock` probes run beside
+/// every update, on the table as last published (``SlotTable`` stores and loads the fields they
+/// read atomically; a grown-out table is freed only after ``ReaderRegistry/waitForReaders()``).
+/// Stored properties opt out of dynamic exclusivity checks (`@exclusivity(unchecked)`): the lock
+/// already rules out overlapping access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
 /// operation; growth rehashes in O(n), reading each key once from the arena.
 package final class KeyIndex {
     private typealias Entry = SlotEntry
