@@ -48,7 +48,7 @@ final class SegmentTableTests: XCTestCase {
         XCTAssertNil(table[0])
     }
 
-    /// The read path's lock-held lookup (`writtenMappedBytes`) against a model: a record is served
+    /// The read path's lookup (`writtenMappedBytes`, which gets run without the lock) against a model: a record is served
     /// exactly when its segment is held and mapped, and it ends within both the mapping and the
     /// longest written length the table was told of (or the file had when it was added).
     func testWrittenMappedBytesFollowTheFilesAndTheirWrittenLengths() throws {
