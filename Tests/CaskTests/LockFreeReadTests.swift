@@ -126,6 +126,32 @@ final class LockFreeReadTests: XCTestCase {
     /// A store whose gets run beside a writer, shared with the test's threads.
     private struct SharedStore: @unchecked Sendable { let store: CaskStore }
 
+    /// Runs `read` on another thread without pause while `write` runs here for a second, and
+    /// returns how many reads ran and how many of them `read` found wrong (it returns true for those).
+    private func reads(of store: CaskStore, _ read: @escaping @Sendable (CaskStore) -> Bool,
+                       besideWrites write: () throws -> Void) throws -> (count: Int, wrong: Int) {
+        let shared = SharedStore(store: store)
+        let stop = Atomic(false), wrong = Atomic(0), count = Atomic(0)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var misses = 0, reads = 0
+            while !stop.load(ordering: .relaxed) {
+                reads += 1
+                if read(shared.store) { misses += 1 }
+            }
+            wrong.store(misses, ordering: .relaxed)
+            count.store(reads, ordering: .relaxed)
+            done.signal()
+        }
+        var failure: (any Error)?
+        let deadline = Date().addingTimeInterval(1)
+        do { while Date() < deadline { try write() } } catch { failure = error }
+        stop.store(true, ordering: .relaxed)
+        done.wait()
+        if let failure { throw failure }
+        return (count.load(ordering: .relaxed), wrong.load(ordering: .relaxed))
+    }
+
     /// A key whose entry comes before `key`'s own on its probe path with the same hash bits, so that
     /// a get of `key` without the lock finds that key's record first. Found by trying names.
     private func collidingKey(with key: [UInt8], in store: CaskStore) throws -> [UInt8] {
@@ -153,28 +179,12 @@ final class LockFreeReadTests: XCTestCase {
         XCTAssertTrue(try store.delete(key))
         try store.put(other, [0x42])
         try store.put(key, value)
-        let shared = SharedStore(store: store)
-        let stop = Atomic(false), wrong = Atomic(0), gets = Atomic(0)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            var misses = 0, count = 0
-            while !stop.load(ordering: .relaxed) {
-                count += 1
-                if (try? shared.store.get(key)) != value { misses += 1 }
-            }
-            wrong.store(misses, ordering: .relaxed)
-            gets.store(count, ordering: .relaxed)
-            done.signal()
-        }
-        let deadline = Date().addingTimeInterval(1)
-        while Date() < deadline {
+        let gets = try reads(of: store, { (try? $0.get(key)) != value }) {
             XCTAssertTrue(try store.delete(other))
             try store.put(other, [0x42])
         }
-        stop.store(true, ordering: .relaxed)
-        done.wait()
-        XCTAssertGreaterThan(gets.load(ordering: .relaxed), 0)
-        XCTAssertEqual(wrong.load(ordering: .relaxed), 0, "of \(gets.load(ordering: .relaxed)) gets")
+        XCTAssertGreaterThan(gets.count, 0)
+        XCTAssertEqual(gets.wrong, 0, "of \(gets.count) gets")
         try store.close()
     }
 
@@ -187,33 +197,19 @@ final class LockFreeReadTests: XCTestCase {
         let store = try CaskStore.open(at: directory.path)
         @Sendable func encoded(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n) { Array($0) } }
         @Sendable func decoded(_ bytes: [UInt8]?) -> UInt64 { bytes.map { $0.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } } ?? 0 }
-        let shared = SharedStore(store: store)
-        let stop = Atomic(false), halves = Atomic(0), pairs = Atomic(0)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            var seen = 0, count = 0
-            while !stop.load(ordering: .relaxed) {
-                count += 1
-                let a = decoded(try? shared.store.get("a")), b = decoded(try? shared.store.get("b"))
-                if b < a { seen += 1 }
-            }
-            halves.store(seen, ordering: .relaxed)
-            pairs.store(count, ordering: .relaxed)
-            done.signal()
-        }
-        let deadline = Date().addingTimeInterval(1)
         var n: UInt64 = 1
-        while Date() < deadline {
+        let pairs = try reads(of: store, { store in
+            let a = decoded(try? store.get("a"))  // a first: b, read after it, is never older
+            return decoded(try? store.get("b")) < a
+        }) {
             var batch = WriteBatch()
             batch.put("a", encoded(n))
             batch.put("b", encoded(n))
             try store.write(batch)
             n += 1
         }
-        stop.store(true, ordering: .relaxed)
-        done.wait()
-        XCTAssertGreaterThan(pairs.load(ordering: .relaxed), 0)
-        XCTAssertEqual(halves.load(ordering: .relaxed), 0, "of \(pairs.load(ordering: .relaxed)) pairs read beside \(n) batches")
+        XCTAssertGreaterThan(pairs.count, 0)
+        XCTAssertEqual(pairs.wrong, 0, "of \(pairs.count) pairs read beside \(n) batches")
         try store.close()
     }
 }

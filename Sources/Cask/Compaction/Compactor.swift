@@ -239,10 +239,7 @@ struct Compactor {
                             switch record.header.type {
                             case .put: return shared.index.pointsWithoutLock(key, at: record.location) ? record.location : nil
                             case .delete:
-                                guard shared.index.probableLocationWithoutLock(key) == .absent else {
-                                    unsure.append(position)
-                                    return nil
-                                }
+                                if shared.index.probableLocationWithoutLock(key) != .absent { unsure.append(position) }
                                 return nil
                             case .batch: return nil
                             }
@@ -452,10 +449,9 @@ struct Compactor {
     /// moves of a compaction of a 1M-key store held every reader up for 22–33 ms in all.)
     private func switchIndex(to files: [SegmentFile], outputs: [Output], moves: [Move], expired: [Move], keys: [UInt8]) {
         state.write { shared in
-            for (file, output) in zip(files, outputs) {
-                shared.segments[UInt32(file.id)] = file
-                shared.stats.append(output.stats)
-            }
+            // One publication of the extents (and one wait for readers) for all the outputs.
+            shared.segments.add(files.map { (UInt32($0.id), $0) })
+            for output in outputs { shared.stats.append(output.stats) }
         }
         keys.withUnsafeBytes { keyBytes in
             switchGroups(moves, keyBytes: keyBytes)

@@ -33,8 +33,9 @@ import Synchronization
 /// every update, on the table as last published (``SlotTable`` stores and loads the fields they
 /// read atomically; a grown-out table is freed only after ``ReaderRegistry/waitForReaders()``).
 /// Stored properties opt out of dynamic exclusivity checks (`@exclusivity(unchecked)`): the lock
-/// already rules out overlapping access, and the checks cost about a tenth of a put. Complexity: expected O(1 + key length) per
-/// operation; growth rehashes in O(n), reading each key once from the arena.
+/// already rules out overlapping access, and the checks cost about a tenth of a put. Complexity:
+/// expected O(1 + key length) per operation; growth rehashes in O(n), reading each key once from
+/// the arena.
 package final class KeyIndex {
     private typealias Entry = SlotEntry
 
@@ -114,13 +115,7 @@ package final class KeyIndex {
     /// falls back to ``lookup(_:)`` when it differs (an entry of another key with the same bits
     /// came first on the path: about 1% of lookups at the table's loads).
     package func probableLocation(_ key: UnsafeRawBufferPointer) -> RecordLocation? {
-        let hash = hasher.hash(key)
-        // The entry is most likely in the home group: start loading its two lines now, so that
-        // their misses overlap the probe of the control bytes.
-        let home = slots.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
-        cask_prefetch_for_read(table + home)
-        cask_prefetch_for_read(table + home + Self.groupWidth / 2)
-        guard let slot = find(key, hash: hash, matching: .tag(skipping: 0)) else { return nil }
+        guard let slot = firstMatch(key, skipping: 0, in: slots) else { return nil }
         // A tombstone exists only while recovery runs; let the exact lookup judge it.
         return bits(ofSlot: slot) & Entry.tombstoneBit != 0 ? lookup(key) : location(ofSlot: slot)
     }
@@ -147,14 +142,23 @@ package final class KeyIndex {
     /// check found another key at the ones before (whose tag and check bits equal this key's).
     package func probableLocationWithoutLock(_ key: UnsafeRawBufferPointer, skipping: Int = 0) -> UnlockedProbe {
         let table = published.load(ordering: .sequentiallyConsistent).pointee
-        let hash = hasher.hash(key)
-        let home = table.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
-        cask_prefetch_for_read(table.entries + home)
-        cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
-        guard let slot = find(key, hash: hash, matching: .tag(skipping: skipping), in: table) else { return .absent }
+        guard let slot = firstMatch(key, skipping: skipping, in: table) else { return .absent }
         let bits = table.bits(ofSlot: slot)
         if bits & Entry.tombstoneBit != 0 { return .unsure }
         return .location(Entry.location(place: table.place(ofSlot: slot), bits: bits))
+    }
+
+    /// The first slot on `key`'s path in `table` whose tag and check bits match, after `skipping`
+    /// others: what both probable locations read.
+    @inline(__always)
+    private func firstMatch(_ key: UnsafeRawBufferPointer, skipping: Int, in table: SlotTable) -> Int? {
+        let hash = hasher.hash(key)
+        // The entry is most likely in the home group: start loading its two lines now, so that
+        // their misses overlap the probe of the control bytes.
+        let home = table.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_read(table.entries + home)
+        cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
+        return find(key, hash: hash, matching: .tag(skipping: skipping), in: table)
     }
 
     /// Whether `key`'s entry points at `location`, without the lock (as

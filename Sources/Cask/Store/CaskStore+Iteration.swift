@@ -8,9 +8,9 @@ extension CaskStore {
     ///
     /// **Which keys.** As ``keys(in:after:limit:order:)`` lists them: read from the ordered index
     /// in slices of at most 16 with their locations (each under the shared index lock, for
-    /// microseconds), each resuming
-    /// after the last key of the one before. A key live for the whole call is visited exactly once;
-    /// a key created or deleted during the call may be visited or not; none twice or out of order.
+    /// microseconds), each resuming after the last key of the one before. A key live for the whole
+    /// call is visited exactly once; a key created or deleted during the call may be visited or
+    /// not; none twice or out of order.
     /// Expired keys are skipped. `after` starts after that key (in `order`), for resuming.
     ///
     /// **Which values.** Every value is read as ``get(_:)-(Collection<UInt8>)`` reads one: from a
