@@ -144,6 +144,7 @@ extension CaskStore {
         let target = try appendDurably { () throws(CaskError) -> SyncPosition? in try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
             try w.checkUsable()
             if type == .delete, state.read({ $0.index.lookup(key) }) == nil { return nil }
+            try w.checkSequenceNumbersLeft(1, directory: directory)
             let worstCase = Int64(Limits.maxRecordHeaderLength + key.count + value.count)
             if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
                 try rotate(&w)

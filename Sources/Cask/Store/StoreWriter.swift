@@ -58,6 +58,18 @@ package struct StoreWriter: ~Copyable {
         if let failure { throw failure }
     }
 
+    /// Refuses, before a byte is written, a write that needs `count` sequence numbers when fewer
+    /// than that are left below ``Limits/maxSeq`` (a put needs 1, a batch one per operation plus
+    /// its commit record).
+    package func checkSequenceNumbersLeft(_ count: Int, directory: String) throws(CaskError) {
+        // Safe: `nextSeq` never passes `maxSeq + 1` (this check keeps it there), so no overflow.
+        let left = Limits.maxSeq + 1 - nextSeq
+        guard UInt64(count) > left else { return }
+        throw CaskError.limitReached(
+            path: directory,
+            reason: "sequence numbers are exhausted (a write needs \(count), \(left) of \(Limits.maxSeq) are left); copy the store into a new one ('cask export' then 'cask import') to go on writing")
+    }
+
     /// Reservations grow the active segment's file by this much at a time (by
     /// ``hugePageReservationStep`` in a segment with huge pages): one `fallocate` per about 8,000
     /// small records, and at most a step of unused space on disk.
@@ -188,7 +200,9 @@ package struct StoreWriter: ~Copyable {
             throw CaskError.limitReached(
                 path: directory, reason: "segment ids are exhausted (limit \(UInt32.max - 1)); copy the store into a new one ('cask export' then 'cask import') to go on writing")
         }
-        let header = SegmentHeader(segmentID: id, baseSeq: baseSeq).encoded()
+        // Once every seq is used the next is `maxSeq + 1`, which no header may hold; no record can
+        // follow it either, so `maxSeq` is as true a base.
+        let header = SegmentHeader(segmentID: id, baseSeq: min(baseSeq, Limits.maxSeq)).encoded()
         let fd: Int32
         do {
             fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)

@@ -87,6 +87,7 @@ extension CaskStore {
         let durability = options.durability
         _ = try appendDurably { () throws(CaskError) -> SyncPosition? in try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
+            try w.checkSequenceNumbersLeft(batch.count + 1, directory: directory)
             if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
                 try rotate(&w)
             }
