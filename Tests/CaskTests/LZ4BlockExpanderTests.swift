@@ -126,8 +126,23 @@ final class LZ4BlockExpanderTests: XCTestCase {
         XCTAssertGreaterThan(tried, 35_000)
         // The test must have seen accepted blocks beyond the valid ones.
         XCTAssertGreaterThan(bothAccepted, 1_000)
-        // The expander may be stricter than liblz4 (a get then falls back to liblz4): it refuses
-        // offset 0, which damage can make. Nothing else.
+        // The expander may be stricter than liblz4 (a get then falls back to liblz4 through
+        // `LZ4Decompressor`, which refuses offset 0 as the expander does). Rarely.
         XCTAssertLessThan(onlyLiblz4, tried / 200, "blocks liblz4 accepts that the expander rejects")
+    }
+
+    /// A match offset of 0 is not LZ4 (issue 22, item 8): liblz4's decoder takes it, every Cask reader refuses it.
+    func testAMatchOffsetOfZeroIsRefusedByEveryDecoder() {
+        // One literal "a", a 4-byte match at the offset given, then 12 literals: 17 bytes.
+        func block(offset: UInt8) -> [UInt8] { [0x10, 0x61, offset, 0x00, 0xC0] + Array("bcdefghijklm".utf8) }
+        func decodes(_ bytes: [UInt8]) -> (liblz4: Bool, expander: Bool) {
+            var output = [UInt8](repeating: 0, count: 17)
+            let viaLiblz4 = bytes.withUnsafeBytes { source in output.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0) } }
+            let viaExpander = bytes.withUnsafeBytes { source in output.withUnsafeMutableBytes { LZ4BlockExpander.expand(source, into: $0) } }
+            return (viaLiblz4, viaExpander)
+        }
+        XCTAssertTrue(decodes(block(offset: 1)) == (true, true), "offset 1 is valid")
+        XCTAssertTrue(decodes(block(offset: 0)) == (false, false), "offset 0")
+        XCTAssertTrue(block(offset: 0).withUnsafeBytes { LZ4BlockExpander.hasZeroMatchOffset($0) })
     }
 }

@@ -214,6 +214,8 @@ enum StoreFiles {
         var key: [UInt8]
         /// The value of a put (decompressed), nil for a delete.
         var value: [UInt8]?
+        /// Whether the record is a member of an atomic batch.
+        var isBatchMember = false
         var end: Int { offset + length }
     }
 
@@ -307,7 +309,9 @@ enum StoreFiles {
                     value = payload
                 }
             }
-            records.append(Record(offset: offset, length: header.recordLength, type: header.type, seq: header.seq, key: key, value: value))
+            records.append(Record(
+                offset: offset, length: header.recordLength, type: header.type, seq: header.seq, key: key, value: value,
+                isBatchMember: header.flags & RecordFlags.batchMember != 0))
             offset += header.recordLength
         }
         return records

@@ -334,7 +334,10 @@ final class ToolRecoverTests: XCTestCase {
                 let expectedLength = cut == 20 ? SegmentHeader.length : lastRecords.filter { $0.end <= cut }.last?.end ?? SegmentHeader.length
                 XCTAssertEqual((segmentChange["bytesAfter"] as? NSNumber)?.intValue, expectedLength, context)
                 XCTAssertEqual(try StoreFiles.fileSize(directory + "/" + lastName), expectedLength, context)
-                XCTAssertEqual((report["lostRecords"] as? [Any])?.count, 0, "\(context): a torn write was never acknowledged")
+                // A torn write was never acknowledged; but a kept hint (written once the segment was
+                // synced, at close) that describes more than the file shows records that were lost.
+                let lost = round % 2 == 1 ? lastRecords.filter { $0.end > cut }.count : 0
+                XCTAssertEqual((report["lostRecords"] as? [Any])?.count, lost, "\(context): \(report["lostRecords"] ?? "")")
                 try assertBackupRestores(report, directory, torn, context)
             }
             try assertRepaired(directory, intact, context)
@@ -346,11 +349,14 @@ final class ToolRecoverTests: XCTestCase {
 
     func testFlippedByteInASealedRecordKeepsEveryIntactRecordByteForByte() throws {
         let fixture = try makeFixture(seed: 4)
-        let id = fixture.sealed[1]
-        let records = fixture.records[id]!
-        // A live put in the middle of the segment, so that dropping it changes what its key reads.
+        // A live put in the middle of a sealed segment, so that dropping it changes what its key
+        // reads; not a batch member (a batch with a damaged member is dropped whole, tested below).
         let newest = Dictionary(fixture.all.map { ($0.key, $0) }, uniquingKeysWith: { $0.seq > $1.seq ? $0 : $1 })
-        let victim = try XCTUnwrap(records.dropFirst(2).first { $0.type == .put && $0.length >= 40 && newest[$0.key]?.seq == $0.seq })
+        let (id, victim) = try XCTUnwrap(fixture.sealed.dropFirst().lazy.compactMap { id -> (UInt64, StoreFiles.Record)? in
+            fixture.records[id]!.dropFirst(2).first {
+                $0.type == .put && !$0.isBatchMember && $0.length >= 40 && newest[$0.key]?.seq == $0.seq
+            }.map { (id, $0) }
+        }.first)
         for keepHint in [false, true] {
             let scratch = TemporaryDirectory("cask-recover-flip")
             defer { scratch.remove() }
@@ -533,7 +539,7 @@ final class ToolRecoverTests: XCTestCase {
         var expected = ["finish-compaction \(SegmentName.hint(replaced[0]))"]
         expected += replaced.prefix(replaced.count / 2 + 1).map { "finish-compaction \(SegmentName.segment($0))" }
         expected.append("finish-compaction COMPACTION")
-        expected += ["remove 0000000999.cask.tmp", "remove COMPACTION.tmp"]
+        expected += ["remove-leftover 0000000999.cask.tmp", "remove-leftover COMPACTION.tmp"]
         XCTAssertEqual(kinds, expected)
         let after = Set(try FileManager.default.contentsOfDirectory(atPath: fixture.path))
         XCTAssertTrue(after.isDisjoint(with: replaced.map(SegmentName.segment) + [CompactionManifest.fileName, "COMPACTION.tmp", "0000000999.cask.tmp"]), "\(after)")

@@ -497,7 +497,7 @@ final class ToolTests: XCTestCase {
 
         try flipByte(in: segment, at: 20)  // the segment id, under the header checksum
         report = try CaskStore.verify(at: dir.path)
-        XCTAssertEqual(report.problems.first, .init(kind: .segmentHeader, file: segment, offset: 0, length: 40, reason: "invalid segment header: header checksum mismatch"))
+        XCTAssertEqual(report.problems.first, .init(kind: .segmentHeader, file: segment, offset: 0, length: 40, reason: "invalid segment header (header checksum mismatch)"))
         XCTAssertEqual(report.recordsChecked, 7, "records are still checked behind a bad header")
         XCTAssertFalse(report.isClean)
     }

@@ -9,7 +9,7 @@ struct DumpCommand: Subcommand {
         discussion: [
             "Reads the segment files as they are, without the index: overwritten and deleted records, batch members and batch commits included. Prints a line for each segment (id, file, size, base sequence number), then one line per record: segment:offset, type (put, delete, batch-commit), seq, bytes (the whole record on disk), stored (the payload on disk), value (its length uncompressed), flags (lz4, expires, batch: a member of an atomic batch), the expiry time, and last the key, escaped as 'cask list' prints keys. A batch commit shows the seqs of the members it commits instead of a key. A damaged byte range is printed as a 'damaged' line with its offset, length, kind (record, segment-header, torn-tail) and reason.",
             "With --json, prints JSON Lines instead: one object per segment, record and damaged range, told apart by \"kind\"; keys that are valid UTF-8 are strings under \"key\", other keys base64 under \"keyBase64\".",
-            "Checks each record's lengths and checksum, as opening the store does ('cask verify' also decompresses values and checks hint files), and exits 0 whatever damage it shows. Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the last segment then shows as a torn tail).",
+            "Checks each record's lengths and checksum, as opening the store does ('cask verify' also decompresses values and checks hint files), and exits 0 whatever damage it shows. Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the active segment then shows as a torn tail).",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [

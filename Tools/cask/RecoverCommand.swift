@@ -132,7 +132,7 @@ struct RecoverCommand: Subcommand {
                 line += "; \(change.bytesBefore) -> \(change.bytesAfter ?? 0) bytes"
             case .rebuildHint:
                 if let after = change.bytesAfter { line += "; \(change.bytesBefore) -> \(after) bytes" }
-            case .removeFile, .finishCompaction:
+            case .removeFile, .removeLeftover, .finishCompaction:
                 line += "; \(Self.count(change.bytesBefore, "byte"))"
             }
             output.line(line)

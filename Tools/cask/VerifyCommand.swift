@@ -7,7 +7,7 @@ struct VerifyCommand: Subcommand {
         abstract: "Check every record of every segment.",
         discussion: [
             "Reads every segment in full, ignoring hint files: checks each segment header, each record's lengths and checksum, and that each compressed value decompresses; then checks each hint file entry by entry against its segment. Prints the file and offset of each damaged byte range and each invalid hint file. Exits 0 when the store is clean and 65 when damage is found.",
-            "Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the last segment then shows as a torn tail). Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
+            "Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the active segment then shows as a torn tail). Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [StoreAccess.jsonFlag])

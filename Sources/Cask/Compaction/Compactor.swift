@@ -217,8 +217,7 @@ struct Compactor {
         keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
     ) throws(CaskError) -> RecoveryReport.CorruptRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
-        var scanner = SegmentScanner(fd: input.fd, path: input.path, fileLength: length, fileSystem: fileSystem)
-        var damage: SegmentScanner.CorruptRange?
+        var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, fileSystem: fileSystem)
         var staging = ByteBuffer(capacity: 64 << 10)
         var staged: [Staged] = []
         staged.reserveCapacity(Self.stagedGroup)
@@ -264,20 +263,22 @@ struct Compactor {
         }
 
         var failure: CaskError?
-        _ = try scanner.scan(
-            from: Int64(SegmentHeader.length),
+        var batch = BatchAssembler()
+        let outcome = try reader.readRecords(
+            from: Int64(SegmentHeader.length), batch: &batch,
             onRecord: { offset, header, bytes in
-                guard failure == nil, damage == nil else { return }
+                guard failure == nil else { return }
                 let location = RecordLocation(segmentID: UInt32(input.id), offset: UInt32(offset), length: UInt32(header.recordLength))
                 staged.append(Staged(header: header, location: location, start: staging.count))
                 staging.append(bytes)
                 if staged.count == Self.stagedGroup {
                     do throws(CaskError) { try judgeStaged() } catch { failure = error }
                 }
-            },
-            onCorrupt: { range in damage = damage ?? range })
+            })
         if let failure { throw failure }
-        if let damage { return .init(file: input.path, offset: damage.offset, length: damage.length, reason: damage.reason) }
+        if let damage = outcome.damage.first {
+            return .init(file: input.path, offset: damage.offset, length: damage.length, reason: damage.reason)
+        }
         try judgeStaged()
         return nil
     }

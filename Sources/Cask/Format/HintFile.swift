@@ -140,6 +140,21 @@ package enum HintFile {
         case inconsistent
     }
 
+    /// What a hint file's 48-byte header declares, when its magic, version, length and checksum
+    /// hold (its blocks unchecked): enough to size an index, or to see that the hint describes more
+    /// bytes than its segment now holds.
+    package static func declaredSummary(_ bytes: UnsafeRawBufferPointer) -> Summary? {
+        guard bytes.count >= headerLength, bytes.prefix(8).elementsEqual(magic),
+              bytes.readLittleEndian(at: 8, as: UInt16.self) == 1,
+              bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
+              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<44])) == bytes.readLittleEndian(at: 44, as: UInt32.self)
+        else { return nil }
+        let covered = bytes.readLittleEndian(at: 24, as: UInt64.self)
+        return Summary(
+            segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), coveredLength: Int64(clamping: covered),
+            entryCount: bytes.readLittleEndian(at: 32, as: UInt64.self))
+    }
+
     /// Validates a whole hint file, then calls `body` for each entry, in record order.
     /// Returns `nil` without calling `body` when anything is inconsistent (including a covered
     /// length over `segmentLength`). Decodes the file twice; recovery uses the faster ``apply``.

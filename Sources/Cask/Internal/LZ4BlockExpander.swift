@@ -13,6 +13,35 @@ package enum LZ4BlockExpander {
     private static let lastLiterals = 5
     private static let matchStartLimit = 12
 
+    /// Whether a block (one liblz4 accepted) has a match with offset 0, which the block format does
+    /// not allow and liblz4's decoder does not reject. Walks the sequences without expanding them:
+    /// O(sequences). A block whose structure does not parse answers false (the decoder judged it).
+    package static func hasZeroMatchOffset(_ source: UnsafeRawBufferPointer) -> Bool {
+        guard let input = source.baseAddress else { return false }
+        let inputEnd = source.count
+        var ip = 0
+        while ip < inputEnd {
+            let token = Int(input.load(fromByteOffset: ip, as: UInt8.self))
+            ip &+= 1  // Safe: ip < inputEnd.
+            var literals = token >> 4
+            if literals == 15 {
+                guard let more = extendedLength(input, &ip, inputEnd) else { return false }
+                literals += more
+            }
+            guard literals <= inputEnd - ip else { return false }
+            ip += literals
+            if ip == inputEnd { return false }  // The last sequence: literals only.
+            guard inputEnd - ip >= 2 else { return false }
+            let offset = Int(input.load(fromByteOffset: ip, as: UInt8.self)) | Int(input.load(fromByteOffset: ip + 1, as: UInt8.self)) << 8
+            if offset == 0 { return true }
+            ip += 2
+            if token & 15 == 15 {
+                guard extendedLength(input, &ip, inputEnd) != nil else { return false }
+            }
+        }
+        return false
+    }
+
     /// Expands the block in `source`, which must produce exactly `destination.count` bytes, into
     /// `destination`. Returns false for an invalid block; then some of `destination` may have been
     /// written. Never reads or writes outside the two buffers. O(source + destination).

@@ -42,6 +42,7 @@ package enum LZ4Decompressor {
             src.assumingMemoryBound(to: CChar.self),
             dst.assumingMemoryBound(to: CChar.self),
             Int32(source.count), Int32(destination.count))
-        return produced == Int32(destination.count)
+        // liblz4 takes a match offset of 0, which the block format does not allow (FORMAT.md, "LZ4").
+        return produced == Int32(destination.count) && !LZ4BlockExpander.hasZeroMatchOffset(source)
     }
 }

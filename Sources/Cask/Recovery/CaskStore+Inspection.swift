@@ -19,16 +19,11 @@ extension CaskStore {
         case .some(false): throw CaskError.io(operation: "inspect", path: directory, errno: .notDirectory)
         case .none: throw CaskError.io(operation: "inspect", path: directory, errno: .noEntry)
         }
-        let names: [String]
-        do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
-        }
-        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-        let inspector = SegmentInspector(fileSystem: fileSystem)
-        for id in segment.map({ [$0] }) ?? ids {
-            let path = directory + "/" + SegmentName.segment(id)
-            let found = try inspector.inspect(
-                id: id, path: path, isLast: id == ids.last,
+        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        for id in segment.map({ [$0] }) ?? listing.segmentIDs {
+            let path = listing.segmentPath(id)
+            let outcome = try SegmentReader.read(
+                segment: id, of: listing, fileSystem: fileSystem,
                 onOpen: { length, header in
                     visit(.segment(InspectedSegment(id: id, file: path, bytes: length, baseSeq: header?.baseSeq)))
                 },
@@ -45,7 +40,10 @@ extension CaskStore {
                         isBatchMember: header.flags & RecordFlags.batchMember != 0, expiresAtMilliseconds: header.expiresAt,
                         committedSeqs: committed)))
                 },
-                onProblem: { visit(.damage($0)) })
+                onDamage: { damage in
+                    visit(.damage(.init(kind: damage.kind.reported, file: path, offset: damage.offset, length: damage.length, reason: damage.reason)))
+                })
+            let found = outcome != nil
             if !found && segment != nil {
                 throw CaskError.io(operation: "open", path: path, errno: .noEntry)
             }

@@ -41,6 +41,6 @@ public enum InspectedItem: Sendable, Equatable {
     /// A valid record (lengths and checksum hold).
     case record(InspectedRecord)
     /// A damaged byte range: a bad segment header, bytes that are not a valid record, or a torn
-    /// tail at the end of the last segment (a crash, or an append in progress).
+    /// tail at the end of the active segment (a crash, or an append in progress).
     case damage(VerificationReport.Problem)
 }

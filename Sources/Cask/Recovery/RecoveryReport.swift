@@ -10,7 +10,7 @@ public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
         public var description: String { "\(file) bytes \(offset)..<\(offset + length): \(reason)" }
     }
 
-    /// A cut made at the end of the last segment (a torn write from a crash).
+    /// A cut made at the end of the active segment (a torn write from a crash).
     public struct Truncation: Sendable, Equatable, CustomStringConvertible {
         public var file: String
         /// The new length of the file.
@@ -30,6 +30,11 @@ public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
     public var corruptRanges: [CorruptRange] = []
     /// Hint files that were present but invalid (the segment was scanned instead).
     public var invalidHints: [String] = []
+    /// Files the store directory holds that are not part of the store, each with why: names that
+    /// look like a store's but are not one (`4.cask`, an id out of range), and hint files whose
+    /// segment does not exist. Every reader ignores them, and nothing removes them but `recover`
+    /// (hint files only, into its backup).
+    public var ignoredFiles: [String] = []
 
     public var bytesTruncated: Int64 { truncations.reduce(0) { $0 + $1.bytesRemoved } }
     /// True when the store opened without cutting or skipping anything.
@@ -40,6 +45,7 @@ public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
         lines += truncations.map { "truncated: \($0)" }
         lines += corruptRanges.map { "corrupt: \($0)" }
         lines += invalidHints.map { "invalid hint ignored: \($0)" }
+        lines += ignoredFiles.map { "ignored: \($0)" }
         return lines.joined(separator: "\n")
     }
 }

@@ -12,9 +12,11 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
             case rewriteSegment = "rewrite"
             /// A hint file written again from its (intact or repaired) segment.
             case rebuildHint = "rebuild-hint"
-            /// A file removed: a leftover temporary file, a hint file without a segment, an invalid
-            /// compaction manifest.
+            /// A file removed: a hint file without a segment, an invalid compaction manifest.
             case removeFile = "remove"
+            /// A leftover temporary file of an interrupted write removed: housekeeping (a writer's open
+            /// removes them too), not damage.
+            case removeLeftover = "remove-leftover"
             /// A segment or hint file removed because a valid compaction manifest lists its segment
             /// as replaced, then the manifest itself: the interrupted compaction is finished.
             case finishCompaction = "finish-compaction"
@@ -52,7 +54,7 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
                 for range in droppedRanges { text += "\n  dropped \(range)" }
             case .rebuildHint:
                 if let bytesAfter { text += "; \(bytesBefore) -> \(bytesAfter) bytes" }
-            case .removeFile, .finishCompaction:
+            case .removeFile, .removeLeftover, .finishCompaction:
                 text += "; \(bytesBefore) bytes"
             }
             return text
@@ -102,11 +104,15 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
     public var changes: [Change] = []
     /// Records lost with damaged ranges, where their identity is known (see ``LostRecord``).
     public var lostRecords: [LostRecord] = []
+    /// Files that are not part of the store (names that look like a store's but are not one), each
+    /// `path: why`: left alone, as every reader leaves them.
+    public var ignoredFiles: [String] = []
 
     public init(directory: String) { self.directory = directory }
 
     /// True when the store needed nothing.
-    public var isClean: Bool { changes.isEmpty }
+    /// True when the store needs no repair: nothing to change but leftover temporary files.
+    public var isClean: Bool { changes.allSatisfy { $0.kind == .removeLeftover } }
     public var recordsDropped: Int { changes.reduce(0) { $0 + $1.recordsDropped } }
     public var recordsRestored: Int { changes.reduce(0) { $0 + $1.recordsRestored } }
     /// Bytes of segments dropped (damaged ranges and dropped records).
@@ -117,6 +123,7 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
         if let backupDirectory { lines.append("\(dryRun ? "would back up to" : "backup"): \(backupDirectory)") }
         lines += changes.map(\.description)
         lines += lostRecords.map(\.description)
+        lines += ignoredFiles.map { "ignored: \($0)" }
         lines.append(isClean ? "nothing to repair" : dryRun ? "dry run: nothing changed" : "repaired")
         return lines.joined(separator: "\n")
     }

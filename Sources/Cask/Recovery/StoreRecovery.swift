@@ -7,7 +7,7 @@ import Glibc
 /// For each segment, in id order: validate the header, load its hint file if there is a valid one,
 /// then scan whatever the hint does not cover. The newest record of each key wins by sequence
 /// number (never by file order), and deletes shadow older puts seen in any order. A torn tail of
-/// the last segment is cut (in a writable open); any other damage is skipped by resynchronising
+/// the active segment is cut (in a writable open); any other damage is skipped by resynchronising
 /// and reported, never silently dropped.
 package struct StoreRecovery {
     package struct Result {
@@ -51,43 +51,41 @@ package struct StoreRecovery {
     }
 
     package func run() throws(CaskError) -> Result {
-        let names: [String]
-        do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
-        }
+        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         if writable {
-            for name in names where name.hasSuffix(".tmp") { try? fileSystem.unlink(directory + "/" + name) }
-        }
-        var ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-        if writable {
-            // A hint whose segment is gone (older versions could leave one behind a compaction).
-            let present = Set(ids)
-            for name in names where name.hasSuffix(SegmentName.hintExtension) {
-                let id = UInt64(name.dropLast(SegmentName.hintExtension.count))
-                if let id, !present.contains(id) { try? fileSystem.unlink(directory + "/" + name) }
-            }
+            for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
         }
         var manifestProblem: RecoveryReport.CorruptRange?
-        if names.contains(CompactionManifest.fileName) {
-            let replaced = try finishCompaction(&manifestProblem)
-            ids.removeAll { replaced.contains($0) }
+        switch listing.manifest {
+        case .valid(let inputs)?:
+            // The segments it lists were replaced by segments already on disk. A writable open
+            // finishes the compaction; a read-only one just leaves them out (the listing did).
+            if writable {
+                do { try StoreDirectory.finishCompaction(retiring: inputs, in: directory, fileSystem: fileSystem) } catch {
+                    throw CaskError.from(error, operation: "finish an interrupted compaction", path: path(CompactionManifest.fileName))
+                }
+            }
+        case .invalid(let reason)?:
+            // Reported and ignored: nothing is deleted on its word.
+            let size = (try? fileSize(path(CompactionManifest.fileName))) ?? 0
+            manifestProblem = .init(file: path(CompactionManifest.fileName), offset: 0, length: size, reason: reason)
+        case nil:
+            break
         }
-        let last = lastSegment(of: ids)
-        var hinted = Set(ids.filter { names.contains(SegmentName.hint($0)) })
+        let ids = listing.segmentIDs
+        var hinted = listing.hintedIDs
         var carriedTruncations: [RecoveryReport.Truncation] = []
         var distrustedHints: [String] = []
         attempt: while true {
             var result = Result(index: KeyIndex(minimumCapacity: 1024))
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
+            result.report.ignoredFiles = listing.ignoredFiles
             if let manifestProblem { result.report.corruptRanges.append(manifestProblem) }
             result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
             result.index.beginRecovery()
             for id in ids {
-                guard id >= 1, id < UInt64(UInt32.max) else {
-                    throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is outside 1...\(UInt32.max - 1)")
-                }
-                try recoverSegment(id: id, isLast: id == last, hasHint: hinted.contains(id), into: &result)
+                try recoverSegment(id: id, isActive: id == listing.activeSegmentID, hasHint: hinted.contains(id), into: &result)
                 if let distrusted = result.inconsistentHint {
                     // A hint passed its checksums but not its parse, after part of it was applied:
                     // start over without it (cuts already made stay made, and reported).
@@ -104,6 +102,12 @@ package struct StoreRecovery {
         }
     }
 
+    private func fileSize(_ filePath: String) throws(Errno) -> Int64 {
+        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
+        defer { fileSystem.close(fd) }
+        return try fileSystem.fileSize(fd)
+    }
+
     /// The entries the hint files of `ids` declare in their headers (each header checked, each
     /// count capped at what its segment could hold), so that the index is sized once for all of
     /// them rather than grown, and rehashed, hint by hint. Unreadable hints count 0.
@@ -115,10 +119,8 @@ package struct StoreRecovery {
             var header = [UInt8](repeating: 0, count: HintFile.headerLength)
             guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
                   read == HintFile.headerLength,
-                  let segment = try? fileSystem.open(path(SegmentName.segment(id)), flags: O_RDONLY, mode: 0)
+                  let segmentLength = try? fileSize(path(SegmentName.segment(id)))
             else { continue }
-            defer { fileSystem.close(segment) }
-            guard let segmentLength = try? fileSystem.fileSize(segment) else { continue }
             total += header.withUnsafeBytes { Self.declaredEntries($0, segmentLength: segmentLength) } ?? 0
         }
         return total
@@ -127,68 +129,7 @@ package struct StoreRecovery {
     /// The entry count a hint file's header declares, if the header's checksum holds; capped at what
     /// a segment of `segmentLength` bytes could hold (9 bytes is the smallest record).
     private static func declaredEntries(_ hint: UnsafeRawBufferPointer, segmentLength: Int64) -> Int? {
-        guard hint.count >= HintFile.headerLength,
-              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: hint[0..<44])) == hint.readLittleEndian(at: 44, as: UInt32.self)
-        else { return nil }
-        return Int(min(hint.readLittleEndian(at: 32, as: UInt64.self), UInt64(segmentLength / 9)))
-    }
-
-    /// The segment a writer appends to: the one with the highest base seq (compaction outputs have
-    /// higher ids but hold older records, and a lower base seq). A newest segment whose header is not
-    /// valid can only be one whose creation was torn, so it is the last one.
-    private func lastSegment(of ids: [UInt64]) -> UInt64? {
-        guard let newest = ids.last else { return nil }
-        var best: (baseSeq: UInt64, id: UInt64)?
-        for id in ids {
-            let segmentPath = path(SegmentName.segment(id))
-            guard let fd = try? fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) else { continue }
-            defer { fileSystem.close(fd) }
-            guard case .success(let header)? = try? SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem) else {
-                if id == newest { return newest }
-                continue
-            }
-            if best.map({ (header.baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true { best = (header.baseSeq, id) }
-        }
-        return best?.id ?? newest
-    }
-
-    /// Applies a compaction manifest left by a crash: the segments it lists were replaced by segments
-    /// already on disk. A writable open deletes them (hints first) and then the manifest; a read-only
-    /// open leaves the files and just skips them. Returns the ids to skip. A manifest that is not
-    /// valid is reported and ignored (nothing is deleted on its word).
-    private func finishCompaction(_ problem: inout RecoveryReport.CorruptRange?) throws(CaskError) -> Set<UInt64> {
-        let manifestPath = path(CompactionManifest.fileName)
-        var bytes: [UInt8] = []
-        do throws(Errno) {
-            let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
-            defer { fileSystem.close(fd) }
-            let size = try fileSystem.fileSize(fd)
-            guard size <= Int64(16 + CompactionManifest.maxInputs * 8 + 4) else { throw Errno.ioError }
-            bytes = [UInt8](repeating: 0, count: Int(size))
-            _ = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        } catch {
-            problem = .init(file: manifestPath, offset: 0, length: Int64(bytes.count), reason: "unreadable compaction manifest (\(error))")
-            return []
-        }
-        guard let inputs = bytes.withUnsafeBytes({ CompactionManifest.decode($0) }) else {
-            problem = .init(file: manifestPath, offset: 0, length: Int64(bytes.count), reason: "invalid compaction manifest; ignored")
-            return []
-        }
-        if writable {
-            do throws(Errno) {
-                for id in inputs {
-                    for name in [SegmentName.hint(id), SegmentName.segment(id)] {
-                        do { try fileSystem.unlink(path(name)) } catch where error == .noEntry {}
-                    }
-                }
-                try fileSystem.syncDirectory(directory)
-                try fileSystem.unlink(manifestPath)
-                try fileSystem.syncDirectory(directory)
-            } catch {
-                throw CaskError.from(error, operation: "finish an interrupted compaction", path: manifestPath)
-            }
-        }
-        return Set(inputs)
+        HintFile.declaredSummary(hint).map { Int(min($0.entryCount, UInt64(segmentLength / 9))) }
     }
 
     private func finish(_ recovered: Result, ids: [UInt64]) -> Result {
@@ -201,9 +142,9 @@ package struct StoreRecovery {
 
     private func path(_ name: String) -> String { directory + "/" + name }
 
-    private func recoverSegment(id: UInt64, isLast: Bool, hasHint: Bool, into result: inout Result) throws(CaskError) {
+    private func recoverSegment(id: UInt64, isActive: Bool, hasHint: Bool, into result: inout Result) throws(CaskError) {
         let segmentPath = path(SegmentName.segment(id))
-        let keepOpenForWriting = writable && isLast
+        let keepOpenForWriting = writable && isActive
         let fd: Int32
         do {
             fd = try fileSystem.open(segmentPath, flags: keepOpenForWriting ? O_RDWR : O_RDONLY, mode: 0)
@@ -215,36 +156,25 @@ package struct StoreRecovery {
             fileSystem.close(fd)
             throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
         }
-        // The last segment may go on growing: map it at its maximum size.
+        // The active segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
         let file = SegmentFile(
             id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
             writable: keepOpenForWriting && mapWrites, hugePages: hugePages)
         var stats = SegmentStats(id: id)
-        stats.sealed = !isLast
+        stats.sealed = !isActive
 
         // Header.
-        var headerDamaged = false
-        let decoded = try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem)
-        switch decoded {
-        case .success(let header):
-            result.nextSeq = max(result.nextSeq, header.baseSeq)
-            if header.segmentID != id {
-                result.report.corruptRanges.append(.init(
-                    file: segmentPath, offset: 16, length: 8,
-                    reason: "header names segment \(header.segmentID), file name says \(id)"))
-            }
-        case .failure(.unsupportedVersion(let version)):
-            throw CaskError.unsupportedFormat(path: segmentPath, version: version)
-        case .failure(.unsupportedHeaderLength(let headerLength)):
-            throw CaskError.corruptFile(path: segmentPath, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
-        case .failure where keepOpenForWriting && length <= Int64(SegmentHeader.length):
+        var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, fileSystem: fileSystem)
+        var (header, headerDamage) = try reader.readHeader()
+        if let header { result.nextSeq = max(result.nextSeq, header.baseSeq) }
+        if keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
             // A crash while the segment was being created: its header is cut short, or has the right
             // length but was not all written (zeros), and no record follows it. Rewrite the header.
-            let header = SegmentHeader(segmentID: id, baseSeq: result.nextSeq).encoded()
+            let rewritten = SegmentHeader(segmentID: id, baseSeq: min(result.nextSeq, Limits.maxSeq))
             do {
                 try fileSystem.ftruncate(fd, length: 0)
-                try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+                try rewritten.encoded().withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
                 try fileSystem.fdatasync(fd)  // before any newer segment can exist, as for a new segment
             } catch {
                 throw CaskError.from(error, operation: "rewrite segment header", path: segmentPath)
@@ -253,46 +183,60 @@ package struct StoreRecovery {
                 file: segmentPath, offset: 0, bytesRemoved: length, reason: "segment header was incomplete; rewritten"))
             length = Int64(SegmentHeader.length)
             file.writtenLength.store(length, ordering: .relaxed)
-        case .failure(let problem):
-            headerDamaged = true
-            result.report.corruptRanges.append(.init(
-                file: segmentPath, offset: 0, length: min(length, Int64(SegmentHeader.length)),
-                reason: "invalid segment header (\(problem.explanation))"))
+            reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, fileSystem: fileSystem)
+            (header, headerDamage) = try reader.readHeader()
         }
         stats.fileBytes = length
 
         // Hint.
         var batch = BatchAssembler()
         var scanFrom = Int64(SegmentHeader.length)
+        var settled: Int64?
         var hintCovers: Int64 = 0
-        if hasHint, case .success = decoded {
-            if let covered = loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
+        var lostTail: SegmentReader.Damage?
+        if hasHint, header != nil {
+            switch loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
+            case .applied(let covered, let settledByHint):
                 if result.inconsistentHint != nil { return }
                 scanFrom = covered
+                settled = settledByHint
                 hintCovers = covered
                 result.report.segmentsFromHints += 1
-            } else {
+            case .invalid(let lost):
                 result.report.invalidHints.append(path(SegmentName.hint(id)))
-                // Remove it (it is rewritten later): a hint that covers more than a cut segment would
-                // look valid again, and describe the wrong records, once new writes lengthen the segment.
-                if writable { try? fileSystem.unlink(path(SegmentName.hint(id))) }
+                lostTail = lost
+                // The hint is kept: it may be the only record of what a damaged segment held (a
+                // repair reads it). Only the active segment's goes, which new writes could make
+                // look valid again while it describes other records.
+                if writable && isActive && lost == nil { try? fileSystem.unlink(path(SegmentName.hint(id))) }
             }
         }
 
-        // Scan the rest.
-        var corrupt: [SegmentScanner.CorruptRange] = []
-        var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
+        // The records the hint does not cover.
         let immediate = PendingIndexUpdates(index: result.index, depth: 0)
-        let validEnd = try scanner.scan(
-            from: min(scanFrom, length),
+        var tailMembers: [Int64] = []
+        let outcome = try reader.readRecords(
+            from: min(scanFrom, length), settled: settled, batch: &batch,
             onRecord: { offset, header, bytes in
+                Self.count(seq: header.seq, valueLength: header.valueLength, into: &result, stats: &stats)
+                if header.flags & RecordFlags.batchMember != 0 {
+                    tailMembers.append(offset)
+                    return
+                }
+                guard header.type != .batch else { return }
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
-                Self.receive(key: key, type: header.type, flags: header.flags, seq: header.seq, valueLength: header.valueLength,
-                        expiresAt: header.expiresAt,
-                        location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                        into: &result, stats: &stats, batch: &batch, pending: immediate)
+                Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
+                           location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
+                           into: &result, stats: &stats, pending: immediate)
             },
-            onCorrupt: { corrupt.append($0) })
+            onBatch: { members in
+                for member in members {
+                    member.key.withUnsafeBytes { key in
+                        Self.index(key: key, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
+                                   into: &result, stats: &stats, pending: immediate)
+                    }
+                }
+            })
         /// From here on the segment ends at `newLength`; `cutting` truncates the file there too.
         func end(at newLength: Int64, cutting: Bool) throws(CaskError) {
             if cutting {
@@ -304,69 +248,65 @@ package struct StoreRecovery {
             file.writtenLength.store(newLength, ordering: .relaxed)
             stats.fileBytes = newLength
         }
-        // A read-only open beside a live writer: the file may have shrunk while it was scanned (the
-        // writer gave back its reserved space). It ends where the scan found its end.
-        if scanner.fileLength < length { try end(at: scanner.fileLength, cutting: false) }
-
-        // Zero bytes from a record boundary to the end of the file are space the writer reserved
-        // ahead of its writes (FORMAT.md, "Reserved space"), left by a crash or by a writer still
-        // running: no records, and no damage. A writable open gives the last segment's back.
-        if let tail = corrupt.last, tail.offset + tail.length == length,
-           try SegmentScanner.isReservedSpace(fd: fd, path: segmentPath, from: tail.offset, to: length, fileSystem: fileSystem) {
-            corrupt.removeLast()
-            try end(at: tail.offset, cutting: keepOpenForWriting)
-        }
-        // A damaged tail of the last segment is a torn write: cut it.
-        if keepOpenForWriting, let tail = corrupt.last, tail.offset + tail.length == length {
-            corrupt.removeLast()
-            try end(at: tail.offset, cutting: true)
-            result.report.truncations.append(.init(file: segmentPath, offset: tail.offset, bytesRemoved: tail.length, reason: tail.reason))
-        }
-        // An atomic batch whose commit record never reached the disk is never applied. At the end of
-        // the last segment (the writer died mid-batch) a writable open cuts it off, so that nothing
-        // is ever appended behind it.
-        if let start = batch.pending.map(\.location.offset).min() {
-            let pendingBytes = batch.pending.reduce(Int64(0)) { $0 + Int64($1.location.length) }
-            let reason = "\(batch.pending.count) records of a batch without its commit record"
-            if keepOpenForWriting && corrupt.isEmpty && Int64(start) + pendingBytes == length {
-                try end(at: Int64(start), cutting: true)
-                result.report.truncations.append(.init(file: segmentPath, offset: Int64(start), bytesRemoved: pendingBytes, reason: reason))
-                stats.records -= batch.pending.count
-            } else {
-                corrupt.append(.init(offset: Int64(start), length: pendingBytes, reason: reason))
+        // A read-only open beside a live writer: the file may have shrunk while it was read (the
+        // writer gave back its reserved space). It ends where the read found its end.
+        if outcome.fileLength < length { try end(at: outcome.fileLength, cutting: false) }
+        var damage = outcome.damage
+        if keepOpenForWriting && outcome.contentEnd < length {
+            // Reserved space is given back; a torn tail is cut, and the cut reported.
+            if let tail = outcome.tornTail {
+                damage.removeLast()
+                result.report.truncations.append(.init(file: segmentPath, offset: tail.offset, bytesRemoved: length - tail.offset, reason: tail.reason))
+                stats.records -= tailMembers.filter { $0 >= tail.offset }.count
             }
+            try end(at: outcome.contentEnd, cutting: true)
         }
-        stats.damaged = headerDamaged || !corrupt.isEmpty
-        for range in corrupt {
+        if let lostTail { damage.append(lostTail) }
+        stats.damaged = !damage.isEmpty
+        for range in damage {
             result.report.corruptRanges.append(.init(file: segmentPath, offset: range.offset, length: range.length, reason: range.reason))
         }
-        _ = validEnd
 
         // A damaged segment is never appended to: a new one starts, so the damage stays where it is.
-        if keepOpenForWriting && length < maxSegmentSize && corrupt.isEmpty && !headerDamaged {
+        if keepOpenForWriting && length < maxSegmentSize && damage.isEmpty {
             result.active = file
         } else {
             stats.sealed = true
-            if writable && corrupt.isEmpty && !headerDamaged && hintCovers < length { result.segmentsNeedingHints.append(id) }
+            if writable && damage.isEmpty && hintCovers < length { result.segmentsNeedingHints.append(id) }
         }
         result.segments[id] = file
         result.stats[id] = stats
     }
 
-    /// Applies a hint file; returns the segment length it covers, or nil if it is unusable.
+    private enum HintLoad {
+        /// Applied; the segment bytes it covers, and where its last entry that is not a batch member ends.
+        case applied(covered: Int64, settled: Int64)
+        /// Unusable; the segment is read in full instead. `lostTail`: the hint describes more than
+        /// the segment holds.
+        case invalid(lostTail: SegmentReader.Damage?)
+    }
+
+    /// Applies a hint file, or says why it cannot be used.
     private func loadHint(
         id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
-    ) -> Int64? {
+    ) -> HintLoad {
         let hintPath = path(SegmentName.hint(id))
-        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
+        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return .invalid(lostTail: nil) }
         defer { fileSystem.close(fd) }
-        guard let size = try? fileSystem.fileSize(fd), size >= Int64(HintFile.headerLength),
-              size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else { return nil }
+        guard let size = try? fileSystem.fileSize(fd), size >= Int64(HintFile.headerLength) else { return .invalid(lostTail: nil) }
+        guard size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
+            // Too long to read for this segment; its header alone says whether the segment lost its tail.
+            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+            _ = try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            return .invalid(lostTail: header.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) })
+        }
         var bytes = [UInt8](repeating: 0, count: Int(size))
         guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
-              read == Int(size) else { return nil }
+              read == Int(size) else { return .invalid(lostTail: nil) }
         var loaded = stats
         var loadedBatch = batch
+        var incomplete: [SegmentReader.Damage] = []
+        var settled = Int64(SegmentHeader.length)
         let pending = PendingIndexUpdates(index: result.index)
         let outcome = bytes.withUnsafeBytes { raw in
             // Size the index for the entries at once rather than growing its way there. Usually the
@@ -375,10 +315,31 @@ package struct StoreRecovery {
                 result.index.reserve(result.index.count + entries)
             }
             let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
-                Self.receive(key: entry.key, type: entry.type, flags: entry.flags, seq: entry.seq, valueLength: entry.valueLength,
-                        expiresAt: entry.expiresAt,
-                        location: RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength)),
-                        into: &result, stats: &loaded, batch: &loadedBatch, pending: pending)
+                let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength))
+                Self.count(seq: entry.seq, valueLength: entry.valueLength, into: &result, stats: &loaded)
+                if entry.flags & RecordFlags.batchMember == 0 { settled = entry.offset + Int64(entry.recordLength) }
+                if entry.flags & RecordFlags.batchMember != 0 {
+                    loadedBatch.hold(.init(
+                        key: Array(entry.key), type: entry.type, seq: entry.seq, valueLength: entry.valueLength,
+                        expiresAt: entry.expiresAt, location: location))
+                } else if entry.type == .batch {
+                    switch loadedBatch.commit(firstSeq: BatchAssembler.firstSeq(ofCommitKey: entry.key), commitSeq: entry.seq) {
+                    case .whole(let members):
+                        for member in members {
+                            member.key.withUnsafeBytes { key in
+                                Self.index(key: key, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
+                                           into: &result, stats: &loaded, pending: pending)
+                            }
+                        }
+                    case .incomplete(let found, let expected):
+                        let commit = BatchAssembler.Member(key: [], type: .batch, seq: entry.seq, valueLength: entry.valueLength, expiresAt: nil, location: location)
+                        incomplete += SegmentReader.runs(
+                            of: found + [commit], reason: "of a batch of \(expected) whose commit record has \(found.count) of its members (none applied)")
+                    }
+                } else {
+                    Self.index(key: entry.key, type: entry.type, seq: entry.seq, expiresAt: entry.expiresAt, location: location,
+                               into: &result, stats: &loaded, pending: pending)
+                }
             }
             pending.drain { update in
                 Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
@@ -388,49 +349,44 @@ package struct StoreRecovery {
         }
         switch outcome {
         case .invalid:
-            return nil
+            return .invalid(lostTail: bytes.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) })
         case .inconsistent:
             result.inconsistentHint = id
-            return 0
+            return .applied(covered: 0, settled: 0)
         case .applied(let summary):
             stats = loaded
             batch = loadedBatch
-            return summary.coveredLength
+            for range in incomplete {
+                result.report.corruptRanges.append(.init(file: path(SegmentName.segment(id)), offset: range.offset, length: range.length, reason: range.reason))
+                stats.damaged = true
+            }
+            return .applied(covered: summary.coveredLength, settled: settled)
         }
     }
 
-    /// One valid record, from a scan or a hint: counted, then indexed through `pending` — at once
-    /// (depth 0) or a few records later, in the same order — or for a batch member when its commit
-    /// record comes. Static, as are `apply` and `removeLive`, so that its closures capture no copy
-    /// of `self` (a retain of each of its references per record).
-    private static func receive(
-        key: UnsafeRawBufferPointer, type: RecordType, flags: UInt8, seq: UInt64, valueLength: Int, expiresAt: UInt64?,
-        location: RecordLocation, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler,
-        pending: PendingIndexUpdates
-    ) {
-        func index(_ key: UnsafeRawBufferPointer, _ type: RecordType, _ seq: UInt64, _ expiresAt: UInt64?, _ location: RecordLocation) {
-            guard key.count <= PendingIndexUpdates.maxQueuedKeyLength else {
-                pending.drain { update in
-                    apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                          into: &result, stats: &stats)
-                }
-                return apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
-            }
-            if let due = pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location) {
-                apply(key: due.key, type: due.type, seq: due.seq, expiresAt: due.expiresAt, location: due.location, into: &result, stats: &stats)
-            }
-        }
+    /// Counts one valid record, from a scan or a hint.
+    private static func count(seq: UInt64, valueLength: Int, into result: inout Result, stats: inout SegmentStats) {
         result.report.recordsScanned += 1
         stats.noteRecord(seq: seq, valueLength: valueLength)
         if seq >= result.nextSeq { result.nextSeq = seq + 1 }
-        if type == .batch {
-            for member in batch.commit(firstSeq: BatchAssembler.firstSeq(ofCommitKey: key), commitSeq: seq) {
-                member.key.withUnsafeBytes { memberKey in index(memberKey, member.type, member.seq, member.expiresAt, member.location) }
+    }
+
+    /// Indexes one put or delete (not a batch member held for its commit) through `pending`: at once
+    /// (depth 0) or a few records later, in the same order. Static, as are `apply` and `removeLive`,
+    /// so that its closures capture no copy of `self` (a retain of each of its references per record).
+    private static func index(
+        key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
+        into result: inout Result, stats: inout SegmentStats, pending: PendingIndexUpdates
+    ) {
+        guard key.count <= PendingIndexUpdates.maxQueuedKeyLength else {
+            pending.drain { update in
+                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                      into: &result, stats: &stats)
             }
-        } else if flags & RecordFlags.batchMember != 0 {
-            batch.hold(.init(key: Array(key), type: type, seq: seq, valueLength: valueLength, expiresAt: expiresAt, location: location))
-        } else {
-            index(key, type, seq, expiresAt, location)
+            return apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
+        }
+        if let due = pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location) {
+            apply(key: due.key, type: due.type, seq: due.seq, expiresAt: due.expiresAt, location: due.location, into: &result, stats: &stats)
         }
     }
 

@@ -185,51 +185,44 @@ package struct StoreRepair {
     }
 
     private func makePlan(progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) -> Plan {
-        let names: [String]
-        do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
-        }
-        let present = Set(names)
+        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         var plan = Plan(report: RepairReport(directory: directory))
+        plan.report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
         func change(_ kind: RepairReport.Change.Kind, _ name: String, _ reason: String) throws(CaskError) {
             plan.report.changes.append(.init(kind: kind, file: path(name), bytesBefore: try size(of: name), bytesAfter: 0, reason: reason))
             plan.backupFiles.append(name)
         }
-        var ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-        for id in ids where id < 1 || id >= UInt64(UInt32.max) {
-            throw CaskError.corruptFile(path: path(SegmentName.segment(id)), reason: "segment id \(id) is outside 1...\(UInt32.max - 1)")
-        }
+        let ids = listing.segmentIDs
 
         // 1. An interrupted compaction.
-        var replaced: Set<UInt64> = []
-        if present.contains(CompactionManifest.fileName) {
-            if let inputs = try readManifest() {
-                replaced = Set(inputs)
-                for id in inputs {
-                    for name in [SegmentName.hint(id), SegmentName.segment(id)] where present.contains(name) {
-                        try change(.finishCompaction, name, "segment \(id) was replaced by a compaction that did not get to remove it (the compaction manifest lists it)")
-                        plan.removals.append((name, false))
-                    }
+        switch listing.manifest {
+        case .valid(let inputs)?:
+            let retired = Set(listing.retiredIDs)
+            for id in inputs where retired.contains(id) {
+                for name in [SegmentName.hint(id), SegmentName.segment(id)] where fileSystem.isDirectory(path(name)) == false {
+                    try change(.finishCompaction, name, "segment \(id) was replaced by a compaction that did not get to remove it (the compaction manifest lists it)")
+                    plan.removals.append((name, false))
                 }
-                ids.removeAll { replaced.contains($0) }
-                try change(.finishCompaction, CompactionManifest.fileName, "the compaction manifest, once every segment it lists is gone")
-            } else {
-                try change(.removeFile, CompactionManifest.fileName, "invalid compaction manifest (every open ignores it)")
             }
             if !plan.removals.isEmpty { plan.removals[plan.removals.count - 1].syncAfter = true }
+            try change(.finishCompaction, CompactionManifest.fileName, "the compaction manifest, once every segment it lists is gone")
             plan.removals.append((CompactionManifest.fileName, true))
+        case .invalid(let reason)?:
+            try change(.removeFile, CompactionManifest.fileName, reason.replacingOccurrences(of: "; ignored", with: " (every open ignores it)"))
+            plan.removals.append((CompactionManifest.fileName, true))
+        case nil:
+            break
         }
 
         // 2. Leftovers.
         let leftoversStart = plan.removals.count
-        for name in names.sorted() where name.hasSuffix(".tmp") {
-            try change(.removeFile, name, "leftover temporary file of an interrupted write")
+        for name in listing.leftovers {
+            try change(.removeLeftover, name, "leftover temporary file of an interrupted write")
             plan.removals.append((name, false))
         }
-        for name in names.sorted() {
-            guard let id = StoreVerifier.hintSegmentID(fromFileName: name), !present.contains(SegmentName.segment(id)), !replaced.contains(id) else { continue }
-            try change(.removeFile, name, "hint file without a segment \(SegmentName.segment(id))")
-            plan.removals.append((name, false))
+        for id in listing.orphanHintIDs {
+            try change(.removeFile, SegmentName.hint(id), "hint file without a segment \(SegmentName.segment(id))")
+            plan.removals.append((SegmentName.hint(id), false))
         }
         if plan.removals.count > leftoversStart { plan.removals[plan.removals.count - 1].syncAfter = true }
 
@@ -239,7 +232,7 @@ package struct StoreRepair {
         meter.report(0)
         var segments: [SegmentAnalysis] = []
         for id in ids {
-            let analysis = try analyseSegment(id, isLast: id == ids.last, hasHint: present.contains(SegmentName.hint(id)), meter: &meter)
+            let analysis = try analyseSegment(id, of: listing, meter: &meter)
             plan.report.segmentsChecked += 1
             plan.report.recordsChecked += analysis.records.count
             plan.report.bytesChecked += analysis.length
@@ -248,7 +241,7 @@ package struct StoreRepair {
         // Sequence numbers never go backwards: a header written anew with nothing to go by starts above them all.
         let nextSeq = segments.reduce(UInt64(1)) { max($0, $1.nextSeq) }
         for segment in segments {
-            planSegment(segment, isLast: segment.id == ids.last, nextSeq: nextSeq, into: &plan)
+            planSegment(segment, nextSeq: nextSeq, into: &plan)
         }
         return plan
     }
@@ -271,16 +264,6 @@ package struct StoreRepair {
         var bytes = [UInt8](repeating: 0, count: Int(size))
         let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
         return read == bytes.count ? bytes : nil
-    }
-
-    /// The input ids of a valid compaction manifest, or nil when it is not valid.
-    private func readManifest() throws(CaskError) -> [UInt64]? {
-        let manifestPath = path(CompactionManifest.fileName)
-        let bytes: [UInt8]?
-        do { bytes = try readAll(manifestPath, limit: Int64(16 + CompactionManifest.maxInputs * 8 + 4)) } catch {
-            throw CaskError.from(error, operation: "read", path: manifestPath, reading: true)
-        }
-        return bytes?.withBytes { CompactionManifest.decode($0) }
     }
 
     // MARK: Reading a segment
@@ -318,7 +301,7 @@ package struct StoreRepair {
         var length: Int64
         var header: Result<SegmentHeader, SegmentHeader.Problem>
         var records: [ScannedRecord] = []
-        var corrupt: [SegmentScanner.CorruptRange] = []
+        var corrupt: [SegmentReader.Damage] = []
         var hasHint: Bool
         /// Nil when the hint file is valid and agrees with the segment record for record.
         var hintProblem: String?
@@ -328,38 +311,21 @@ package struct StoreRepair {
         var suspected: [RepairReport.LostRecord] = []
         /// One more than the highest seq the segment holds or had, at least its header's base seq.
         var nextSeq: UInt64 = 1
+        /// Why the header is invalid, as the reader put it.
+        var headerReason: String?
     }
 
-    private func analyseSegment(_ id: UInt64, isLast: Bool, hasHint: Bool, meter: inout Meter) throws(CaskError) -> SegmentAnalysis {
-        let segmentPath = path(SegmentName.segment(id))
-        let fd: Int32
-        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
-            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
-        }
-        defer { fileSystem.close(fd) }
-        let length: Int64
-        do { length = try fileSystem.fileSize(fd) } catch {
-            throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
-        }
-        let header = try SegmentHeader.read(fd: fd, path: segmentPath, fileSystem: fileSystem)
-        var analysis = SegmentAnalysis(id: id, path: segmentPath, length: length, header: header, hasHint: hasHint)
-        switch header {
-        case .success(let decoded):
-            analysis.nextSeq = decoded.baseSeq
-        case .failure(.unsupportedVersion(let version)):
-            throw CaskError.unsupportedFormat(path: segmentPath, version: version)
-        case .failure(.unsupportedHeaderLength(let headerLength)):
-            throw CaskError.corruptFile(path: segmentPath, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
-        case .failure:
-            break
-        }
-
+    private func analyseSegment(_ id: UInt64, of listing: StoreDirectory, meter: inout Meter) throws(CaskError) -> SegmentAnalysis {
+        let segmentPath = listing.segmentPath(id)
+        var analysis = SegmentAnalysis(id: id, path: segmentPath, length: 0, header: .failure(.tooShort), hasHint: listing.hintedIDs.contains(id))
         var records: [ScannedRecord] = []
-        var corrupt: [SegmentScanner.CorruptRange] = []
-        var scanner = SegmentScanner(fd: fd, path: segmentPath, fileLength: length, fileSystem: fileSystem)
         let start = meter.done
-        _ = try scanner.scan(
-            from: min(Int64(SegmentHeader.length), length),
+        let read = try SegmentReader.read(
+            segment: id, of: listing, fileSystem: fileSystem,
+            onOpen: { length, header in
+                analysis.length = length
+                if let header { analysis.header = .success(header) }
+            },
             onRecord: { offset, header, bytes in
                 let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
                 records.append(ScannedRecord(
@@ -368,19 +334,32 @@ package struct StoreRepair {
                     batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
                     payloadProblem: StoreVerifier.payloadProblem(header, bytes)))
                 meter.advance(to: start + offset + Int64(header.recordLength))
-            },
-            onCorrupt: { corrupt.append($0) })
-        meter.advance(to: start + length, force: true)
+            })
+        guard let outcome = read else {
+            throw CaskError.io(operation: "open", path: segmentPath, errno: .noEntry)
+        }
+        meter.advance(to: start + analysis.length, force: true)
+        if case .failure = analysis.header, let damage = outcome.damage.first, damage.kind != .tornTail {
+            analysis.header = .failure(.badChecksum)
+            analysis.headerReason = damage.reason
+        }
         analysis.records = records
-        analysis.corrupt = corrupt
+        // Damage other than the header's: the header is judged by itself below.
+        analysis.corrupt = outcome.damage.filter { $0.kind != .segmentHeader }
+        if case .success(let header) = analysis.header { analysis.nextSeq = header.baseSeq }
         for record in records { analysis.nextSeq = max(analysis.nextSeq, record.seq + 1) }
 
-        if hasHint { checkHint(&analysis) }
+        if analysis.hasHint { checkHint(&analysis) }
         for entry in analysis.hinted { analysis.nextSeq = max(analysis.nextSeq, entry.seq + 1) }
-        // What a damaged range held, when no trusted hint says: not for a torn tail, a write a crash
-        // interrupted before it was acknowledged.
-        for range in corrupt where !analysis.hinted.contains(where: { range.contains($0.offset) }) {
-            if isLast && range.offset + range.length == length { continue }
+        // What a damaged range held, when no trusted hint says: not for a torn tail (a write a crash
+        // interrupted before it was acknowledged), nor for a batch never applied.
+        let fd: Int32
+        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
+        }
+        defer { fileSystem.close(fd) }
+        for range in analysis.corrupt where range.kind == .record && !analysis.hinted.contains(where: { range.contains($0.offset) }) {
+            if range.offset >= analysis.length { continue }  // A lost tail: the hint names what it held.
             if let suspect = try suspectedRecord(in: range, fd: fd, path: segmentPath) { analysis.suspected.append(suspect) }
         }
         return analysis
@@ -396,8 +375,11 @@ package struct StoreRepair {
     private func checkHint(_ analysis: inout SegmentAnalysis) {
         let hintPath = path(SegmentName.hint(analysis.id))
         // The bound recovery and verify apply before reading a hint into memory.
+        // A hint that describes more than the segment holds (its tail lost) is read as far as it
+        // goes: its entries past the segment's end name the records lost.
+        let described = max(analysis.length, declaredCoverage(hintPath, segmentID: analysis.id) ?? 0)
         let bytes: [UInt8]?
-        do { bytes = try readAll(hintPath, limit: 2 * analysis.length + Int64(HintFile.maxBlockLength)) } catch {
+        do { bytes = try readAll(hintPath, limit: 2 * described + Int64(HintFile.maxBlockLength)) } catch {
             analysis.hintProblem = "cannot read: \(error)"
             return
         }
@@ -405,6 +387,7 @@ package struct StoreRepair {
             analysis.hintProblem = "hint file is too short or too long for its segment"
             return
         }
+        var lostTail: [RepairReport.LostRecord] = []
         var byOffset: [Int64: Int] = [:]
         for (index, record) in analysis.records.enumerated() { byOffset[record.offset] = index }
         var mismatch: String?
@@ -412,9 +395,12 @@ package struct StoreRepair {
         var hinted: [HintedRecord] = []
         let records = analysis.records, corrupt = analysis.corrupt
         let summary = bytes.withBytes { raw in
-            HintFile.forEachEntry(in: raw, segmentID: analysis.id, segmentLength: analysis.length) { entry in
+            HintFile.forEachEntry(in: raw, segmentID: analysis.id, segmentLength: described) { entry in
                 guard mismatch == nil else { return }
-                if let index = byOffset[entry.offset] {
+                if entry.offset + Int64(entry.recordLength) > analysis.length {
+                    lostTail.append(.init(
+                        file: analysis.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: Array(entry.key), verified: true))
+                } else if let index = byOffset[entry.offset] {
                     let record = records[index]
                     if record.type != entry.type || record.flags != entry.flags || record.seq != entry.seq
                         || record.length != Int64(entry.recordLength) || record.valueLength != entry.valueLength
@@ -443,12 +429,33 @@ package struct StoreRepair {
         } else {
             analysis.hinted = hinted
             if !hinted.isEmpty { analysis.hintProblem = "the hint lists records in damaged ranges" }
+            if !lostTail.isEmpty {
+                // The segment lost its end: name every record the hint says was there.
+                analysis.suspected += lostTail
+                analysis.hintProblem = "it describes \(summary.coveredLength) bytes of a segment that holds \(analysis.length): the \(lostTail.count) record\(lostTail.count == 1 ? "" : "s") it lists past the end were lost"
+            }
         }
+    }
+
+    /// The covered length a hint file's header declares (checksum valid, for this segment), if any.
+    private func declaredCoverage(_ hintPath: String, segmentID: UInt64) -> Int64? {
+        guard let header = try? readPrefix(hintPath, count: HintFile.headerLength),
+              let summary = header.withBytes({ HintFile.declaredSummary($0) }), summary.segmentID == segmentID else { return nil }
+        // Never more than a segment can be (a crafted header cannot make the read unbounded).
+        return min(summary.coveredLength, Int64(UInt32.max))
+    }
+
+    private func readPrefix(_ filePath: String, count: Int) throws(Errno) -> [UInt8] {
+        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
+        defer { fileSystem.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        return Array(bytes[0..<read])
     }
 
     /// The record a damaged range seems to start with, when its header still parses (unverified:
     /// any field may be damaged).
-    private func suspectedRecord(in range: SegmentScanner.CorruptRange, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
+    private func suspectedRecord(in range: SegmentReader.Damage, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
         var bytes = [UInt8](repeating: 0, count: Int(min(range.length, Int64(Limits.maxRecordHeaderLength + Limits.maxKeyLength))))
         let read: Int
         do { read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: range.offset) } } catch {
@@ -476,7 +483,7 @@ package struct StoreRepair {
         var dropReason: String?
     }
 
-    private func planSegment(_ segment: SegmentAnalysis, isLast: Bool, nextSeq: UInt64, into plan: inout Plan) {
+    private func planSegment(_ segment: SegmentAnalysis, nextSeq: UInt64, into plan: inout Plan) {
         var items = segment.records.map { record in
             Item(offset: record.offset, length: record.length, type: record.type, flags: record.flags, seq: record.seq,
                  batchFirstSeq: record.batchFirstSeq, dropReason: record.payloadProblem)
@@ -492,23 +499,23 @@ package struct StoreRepair {
         }
         items.sort { $0.offset < $1.offset }
 
-        // Batch members are applied with their commit record, in the same segment; those whose commit
-        // record is gone were never applied, and go.
-        var pending: [Int] = []
-        for index in items.indices where items[index].dropReason == nil {
+        // Records of a batch that never completed were never applied (the reader says which), and go
+        // — unless the hint rebuilt the commit record that completes it.
+        let unapplied = segment.corrupt.filter { $0.kind == .uncommittedBatch }
+        let rebuiltBatches = items.filter { $0.rebuilt != nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
+        for index in items.indices where items[index].dropReason == nil && items[index].rebuilt == nil {
             let item = items[index]
-            if item.type == .batch {
-                pending.removeAll { items[$0].seq >= item.batchFirstSeq && items[$0].seq < item.seq }
-            } else if item.flags & RecordFlags.batchMember != 0 {
-                pending.append(index)
-            }
+            guard unapplied.contains(where: { $0.contains(item.offset, length: item.length) }),
+                  !rebuiltBatches.contains(where: { $0.contains(item.seq) }) else { continue }
+            items[index].dropReason = item.type == .batch
+                ? "the commit record of a batch whose members are not all there (never applied)"
+                : "a member of a batch without its commit record (never applied)"
         }
-        for index in pending { items[index].dropReason = "a member of a batch without its commit record (never applied)" }
 
-        var dropped = segment.corrupt.map { range in
-            let isTail = isLast && range.offset + range.length == segment.length
-            return RepairReport.DroppedRange(
-                offset: range.offset, length: range.length, reason: (isTail ? "torn write at the end of the last segment: " : "damaged: ") + range.reason)
+        var dropped = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.map { range in
+            RepairReport.DroppedRange(
+                offset: range.offset, length: range.length,
+                reason: (range.kind == .tornTail ? "torn write at the end of the active segment: " : "damaged: ") + range.reason)
         }
         var pieces: [Piece] = []
         var recordsDropped = 0, recordsRestored = 0
@@ -540,7 +547,7 @@ package struct StoreRepair {
             // No record in a segment has a seq below its base seq.
             let lowest = items.filter { $0.dropReason == nil }.map(\.seq).min()
             header = SegmentHeader(segmentID: segment.id, baseSeq: lowest ?? nextSeq)
-            headerProblem = "invalid segment header (\(problem.explanation))"
+            headerProblem = segment.headerReason ?? "invalid segment header (\(problem.explanation))"
         }
 
         let changesSegment = headerProblem != nil || !dropped.isEmpty || recordsRestored > 0
@@ -562,14 +569,14 @@ package struct StoreRepair {
             }
             if headerProblem == nil && isPrefix {
                 change.kind = .truncateSegment
-                change.reason = isLast
-                    ? "cut the torn tail of the last segment (a write a crash interrupted)"
+                change.reason = segment.corrupt.last?.kind == .tornTail
+                    ? "cut the torn tail of the active segment (a write a crash interrupted)"
                     : "cut the damaged end of the segment"
                 repair.truncateTo = newLength
             } else {
                 var reasons: [String] = []
                 if let headerProblem { reasons.append("\(headerProblem); written anew with base seq \(header.baseSeq)") }
-                let ranges = segment.corrupt.count
+                let ranges = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.count
                 if ranges > 0 { reasons.append("\(ranges) damaged range\(ranges == 1 ? "" : "s") dropped, every intact record kept byte for byte") }
                 if recordsDropped > 0 { reasons.append("\(recordsDropped) unreadable or never applied record\(recordsDropped == 1 ? "" : "s") dropped") }
                 change.reason = reasons.joined(separator: "; ")
@@ -822,12 +829,6 @@ package struct StoreRepair {
         case .skippedCorrupt, .skippedRetired:
             throw CaskError.corruptFile(path: segmentPath, reason: "still damaged after its repair; no hint file written")
         }
-    }
-}
-
-extension SegmentScanner.CorruptRange {
-    fileprivate func contains(_ position: Int64, length count: Int64 = 1) -> Bool {
-        position >= offset && position + count <= offset + length
     }
 }
 

@@ -6,7 +6,7 @@ extension CaskStore {
     /// Checks every record of every segment in `directory` and every hint file against its segment.
     ///
     /// Opens nothing for writing, takes no lock and changes nothing, so it runs safely next to a
-    /// process that has the store open for writing (whose last segment may then end in an append
+    /// process that has the store open for writing (whose active segment may then end in an append
     /// still in progress, reported as ``VerificationReport/Problem/Kind/tornTail``).
     /// Hint files are never trusted: each segment is scanned in full, each compressed payload is
     /// decompressed, and each hint file is compared with the scan entry by entry.
@@ -27,8 +27,9 @@ extension CaskStore {
     }
 }
 
-/// The work behind ``CaskStore/verify(at:progress:)``. Reuses ``SegmentScanner`` for records,
-/// ``SegmentHeader`` for headers and ``HintFile`` for hints; adds only the cross-checks.
+/// The work behind ``CaskStore/verify(at:progress:)``. Reads the store as an open does
+/// (``StoreDirectory``, ``SegmentReader``, ``HintFile``); adds only the cross-checks: payloads
+/// decompressed, and every hint compared with its segment.
 package struct StoreVerifier {
     let directory: String
     let fileSystem: any FileSystem
@@ -44,25 +45,33 @@ package struct StoreVerifier {
         case .some(false): throw CaskError.io(operation: "verify", path: directory, errno: .notDirectory)
         case .none: throw CaskError.io(operation: "verify", path: directory, errno: .noEntry)
         }
-        let names: [String]
-        do { names = try fileSystem.listDirectory(directory) } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
-        }
-        let ids = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-        let hintIDs = Set(names.compactMap(Self.hintSegmentID(fromFileName:)))
+        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         var report = VerificationReport(directory: directory)
+        report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
+            + listing.retiredIDs.map { "\(listing.segmentPath($0)): replaced by a compaction the COMPACTION manifest records; the next writable open removes it" }
+        if case .invalid(let reason)? = listing.manifest {
+            let manifestPath = path(CompactionManifest.fileName)
+            report.problems.append(.init(kind: .compactionManifest, file: manifestPath, offset: 0, length: (try? size(manifestPath)) ?? 0, reason: reason))
+        }
+        let ids = listing.segmentIDs
         var meter = progress.map { ProgressMeter(total: segmentBytes(ids), progress: $0) }
         meter?.report(0)
-        for (position, id) in ids.enumerated() {
-            try verifySegment(id: id, isLast: position == ids.count - 1, hasHint: hintIDs.contains(id), into: &report) { done in
+        for id in ids {
+            try verifySegment(id: id, of: listing, into: &report) { done in
                 meter?.advance(within: done)
             }
             meter?.finishSegment()
         }
-        for id in hintIDs.subtracting(ids).sorted() {
+        for id in listing.orphanHintIDs {
             report.invalidHints.append(.init(file: path(SegmentName.hint(id)), reason: "there is no segment \(SegmentName.segment(id)) for it"))
         }
         return report
+    }
+
+    private func size(_ filePath: String) throws(Errno) -> Int64 {
+        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
+        defer { fileSystem.close(fd) }
+        return try fileSystem.fileSize(fd)
     }
 
     private func path(_ name: String) -> String { directory + "/" + name }
@@ -76,24 +85,18 @@ package struct StoreVerifier {
         }
     }
 
-    /// The segment id named by a hint file name (`0000000001.hint`), or nil for any other file.
-    static func hintSegmentID(fromFileName name: String) -> UInt64? {
-        guard name.hasSuffix(SegmentName.hintExtension) else { return nil }
-        return SegmentName.segmentID(fromFileName: String(name.dropLast(SegmentName.hintExtension.count)) + SegmentName.segmentExtension)
-    }
-
-    private func verifySegment(id: UInt64, isLast: Bool, hasHint: Bool, into report: inout VerificationReport, progress: (Int64) -> Void) throws(CaskError) {
-        let segmentPath = path(SegmentName.segment(id))
+    private func verifySegment(id: UInt64, of listing: StoreDirectory, into report: inout VerificationReport, progress: (Int64) -> Void) throws(CaskError) {
+        let segmentPath = listing.segmentPath(id)
         var segment = VerificationReport.Segment(id: id, file: segmentPath, bytes: 0)
         var problems: [VerificationReport.Problem] = []
-        // The hint, read in full before the scan so the scan can check it as it goes.
+        // The hint, read in full before the records so that they can be checked against it as they come.
         var hint: HintCheck?
         var hintFailure: String?
-        let found = try SegmentInspector(fileSystem: fileSystem).inspect(
-            id: id, path: segmentPath, isLast: isLast,
+        let read = try SegmentReader.read(
+            segment: id, of: listing, fileSystem: fileSystem,
             onOpen: { length, _ in
                 segment.bytes = length
-                guard hasHint else { return }
+                guard listing.hintedIDs.contains(id) else { return }
                 switch loadHint(id: id, segmentLength: length) {
                 case .success(let loaded): hint = loaded
                 case .failure(let failure): hintFailure = failure.reason
@@ -106,9 +109,11 @@ package struct StoreVerifier {
                 }
                 hint?.check(offset: offset, header: header, record: bytes)
                 progress(offset + Int64(header.recordLength))
-            },
-            onProblem: { problems.append($0) })
-        guard found else { return }  // Removed since the directory was listed (compaction).
+            })
+        guard let outcome = read else { return }  // Removed since the directory was listed (compaction).
+        for damage in outcome.damage {
+            problems.append(.init(kind: damage.kind.reported, file: segmentPath, offset: damage.offset, length: damage.length, reason: damage.reason))
+        }
 
         if let hint {
             if let mismatch = hint.finish() {
@@ -153,7 +158,11 @@ package struct StoreVerifier {
         }
         // The same bound recovery applies before reading a hint into memory.
         guard size >= Int64(HintFile.headerLength), size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
-            return .failure(.init(reason: "hint file is \(size) bytes, impossible for a segment of \(segmentLength) bytes"))
+            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+            _ = try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            let lost = header.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) }
+            return .failure(.init(reason: lost.map { "it describes \($0.end) bytes of a segment of \(segmentLength)" }
+                ?? "hint file is \(size) bytes, impossible for a segment of \(segmentLength) bytes"))
         }
         var bytes = [UInt8](repeating: 0, count: Int(size))
         do {
@@ -167,6 +176,9 @@ package struct StoreVerifier {
             HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength) { check.add($0) }
         }
         guard let summary else {
+            if let lost = bytes.withUnsafeBytes({ SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) }) {
+                return .failure(.init(reason: "it describes \(lost.end) bytes of a segment of \(segmentLength)"))
+            }
             return .failure(.init(reason: "hint file fails validation (header, block checksum or entry encoding), or describes more than the segment's \(segmentLength) bytes"))
         }
         check.coveredLength = summary.coveredLength
@@ -271,5 +283,17 @@ private struct HintCheck {
             return "the hint lists a record at offset \(entries[next].offset) that the segment does not hold"
         }
         return nil
+    }
+}
+
+extension SegmentReader.Damage.Kind {
+    /// The kind as reports name it.
+    var reported: VerificationReport.Problem.Kind {
+        switch self {
+        case .segmentHeader: .segmentHeader
+        case .record: .record
+        case .tornTail: .tornTail
+        case .uncommittedBatch: .uncommittedBatch
+        }
     }
 }

@@ -9,9 +9,14 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
             /// Bytes inside the segment that are not a valid record (bad checksum, impossible
             /// lengths, a payload that does not decompress). Opening the store skips them.
             case record
-            /// An incomplete record (or header) at the very end of the last segment: a torn write
+            /// An incomplete record (or header) at the very end of the active segment: a torn write
             /// from a crash, or an append still in progress. The next writable open cuts it.
             case tornTail = "torn-tail"
+            /// Valid batch members whose batch is not complete (its commit record, or some of its
+            /// members, lost in damage), and the commit record of such a batch: never applied.
+            case uncommittedBatch = "uncommitted-batch"
+            /// The `COMPACTION` manifest is invalid (every open ignores it; `cask recover` removes it).
+            case compactionManifest = "compaction-manifest"
         }
 
         public var kind: Kind
@@ -68,6 +73,10 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
     public var problems: [Problem] = []
     /// Invalid hint files, including hint files whose segment does not exist.
     public var invalidHints: [InvalidHint] = []
+    /// Files that are not part of the store, each `path: why` — names that look like a store's but
+    /// are not one, and segments a valid compaction manifest retires (the next writable open
+    /// removes them). Not read, and not damage.
+    public var ignoredFiles: [String] = []
 
     public init(directory: String) { self.directory = directory }
 
@@ -85,6 +94,7 @@ public struct VerificationReport: Sendable, Equatable, CustomStringConvertible {
         var lines = ["\(directory): \(segments.count) segments, \(recordsChecked) records, \(bytesChecked) bytes"]
         lines += problems.map { "corrupt: \($0)" }
         lines += invalidHints.map { "invalid hint: \($0)" }
+        lines += ignoredFiles.map { "ignored: \($0)" }
         lines.append(isClean ? "clean" : "damage found")
         return lines.joined(separator: "\n")
     }

@@ -12,17 +12,16 @@ package enum HintWriter {
     /// atomically (temporary file, fsync, rename, directory fsync). Safe while appends go on past `length`.
     package static func write(for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem) throws(CaskError) -> Outcome {
         var encoder = HintFile.Encoder(segmentID: file.id)
-        var scanner = SegmentScanner(fd: file.fd, path: file.path, fileLength: length, fileSystem: fileSystem)
-        var corrupt = false
+        // Sealed: its end is final, and any bytes that are not records are damage.
+        var reader = SegmentReader(fd: file.fd, id: file.id, path: file.path, length: length, isActive: false, fileSystem: fileSystem)
         var entries = 0
-        _ = try scanner.scan(
-            from: Int64(SegmentHeader.length),
-            onRecord: { _, header, bytes in
-                encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
-                entries += 1
-            },
-            onCorrupt: { _ in corrupt = true })
-        guard !corrupt else { return .skippedCorrupt }
+        var batch = BatchAssembler()
+        let outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: { _, header, bytes in
+            encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
+            entries += 1
+        })
+        // Reserved zeros at its end are no record and no damage, but a hint covers the whole segment.
+        guard outcome.damage.isEmpty, outcome.contentEnd == length else { return .skippedCorrupt }
         let bytes = encoder.finish()
         let path = directory + "/" + SegmentName.hint(file.id)
         // The hint must never describe records the disk does not hold yet.

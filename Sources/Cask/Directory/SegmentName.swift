@@ -4,6 +4,9 @@ package enum SegmentName {
     package static let segmentExtension = ".cask"
     package static let hintExtension = ".hint"
     package static let lockFile = "LOCK"
+    /// The highest segment id (FORMAT.md, "Limits"): an id must fit the index's 32-bit field, and
+    /// `UInt32.max` is kept free.
+    package static let maxID = UInt64(UInt32.max) - 1
 
     package static func segment(_ id: UInt64) -> String { padded(id) + segmentExtension }
     package static func hint(_ id: UInt64) -> String { padded(id) + hintExtension }

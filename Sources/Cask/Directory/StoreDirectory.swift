@@ -1,0 +1,178 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The files of a store directory, listed once and named once (FORMAT.md, "The store directory"):
+/// its segments, the active one among them, their hint files, a compaction manifest and what it
+/// retires, leftover temporary files and stray files. Every reader of a store — the open, `verify`,
+/// `inspect`, repair — starts from one of these, so they agree on which files make up the store.
+///
+/// Listing reads the directory, the manifest (if any) and each segment's 40-byte header (to find
+/// the active segment); it changes nothing. Not thread-safe; a value, cheap to copy.
+package struct StoreDirectory {
+    /// A file that looks like a store's but is not one of its files (a bad name, an id out of
+    /// range): every reader ignores it and reports it, and nothing removes it.
+    package struct StrayFile: Equatable, Sendable {
+        package var name: String
+        package var reason: String
+    }
+
+    /// The `COMPACTION` manifest, when there is one.
+    package enum Manifest: Equatable {
+        /// It lists these segments: replaced by a compaction that did not get to remove them all.
+        case valid(inputs: [UInt64])
+        /// It cannot be trusted (every reader ignores it, nothing is removed on its word).
+        case invalid(reason: String)
+    }
+
+    /// The directory's path.
+    package let path: String
+    /// The store's segments, by id: every segment file with a valid name, less those a valid
+    /// manifest retires.
+    package private(set) var segmentIDs: [UInt64] = []
+    /// Segments a valid manifest retires that are still present.
+    package private(set) var retiredIDs: [UInt64] = []
+    /// The active segment (FORMAT.md): the one with the highest base seq, ties to the highest id; a
+    /// newest segment whose header is invalid (a torn creation) is the active one. Nil without segments.
+    package private(set) var activeSegmentID: UInt64?
+    /// Segments (of ``segmentIDs``) that have a hint file.
+    package private(set) var hintedIDs: Set<UInt64> = []
+    /// Hint files whose segment is neither present nor retired, by the id in their name.
+    package private(set) var orphanHintIDs: [UInt64] = []
+    package private(set) var manifest: Manifest?
+    /// Leftover `*.tmp` files of an interrupted write (a writer's open removes them).
+    package private(set) var leftovers: [String] = []
+    package private(set) var strays: [StrayFile] = []
+
+    /// The files every reader ignores, as reports name them: `path: why`.
+    package var ignoredFiles: [String] {
+        strays.map { "\(file($0.name)): \($0.reason)" }
+            + orphanHintIDs.map { "\(hintPath($0)): there is no segment \(SegmentName.segment($0)) for it; ignored" }
+    }
+
+    package func file(_ name: String) -> String { path + "/" + name }
+    package func segmentPath(_ id: UInt64) -> String { file(SegmentName.segment(id)) }
+    package func hintPath(_ id: UInt64) -> String { file(SegmentName.hint(id)) }
+
+    /// Lists the store directory at `path`. Throws when it cannot be listed (missing, not a
+    /// directory, unreadable); a segment whose header cannot be read is left for its reader to report.
+    package init(listing path: String, fileSystem: any FileSystem) throws(CaskError) {
+        self.path = path
+        let names: [String]
+        do { names = try fileSystem.listDirectory(path) } catch {
+            throw CaskError.from(error, operation: "list directory", path: path, reading: true)
+        }
+        var segments: [UInt64] = [], hints: [UInt64] = []
+        for name in names.sorted() {
+            switch Self.classify(name) {
+            case .segment(let id): segments.append(id)
+            case .hint(let id): hints.append(id)
+            case .leftover: leftovers.append(name)
+            case .stray(let reason): strays.append(StrayFile(name: name, reason: reason))
+            case .manifest, .lock, .other: break
+            }
+        }
+        segments.sort()
+        if names.contains(CompactionManifest.fileName) {
+            manifest = Self.readManifest(file(CompactionManifest.fileName), fileSystem: fileSystem)
+        }
+        if case .valid(let inputs) = manifest {
+            let retired = Set(inputs)
+            retiredIDs = segments.filter { retired.contains($0) }
+            segments.removeAll { retired.contains($0) }
+        }
+        segmentIDs = segments
+        let present = Set(segments), retired = Set(retiredIDs)
+        hintedIDs = Set(hints.filter { present.contains($0) })
+        orphanHintIDs = hints.filter { !present.contains($0) && !retired.contains($0) }.sorted()
+        activeSegmentID = Self.activeSegment(of: segments, directory: self, fileSystem: fileSystem)
+    }
+
+    // MARK: Names
+
+    private enum Name: Equatable {
+        case segment(UInt64), hint(UInt64), manifest, lock, leftover, stray(String), other
+    }
+
+    /// What a file name in a store directory is.
+    private static func classify(_ name: String) -> Name {
+        if name == CompactionManifest.fileName { return .manifest }
+        if name == SegmentName.lockFile { return .lock }
+        if name.hasSuffix(".tmp") { return .leftover }
+        for (suffix, isSegment) in [(SegmentName.segmentExtension, true), (SegmentName.hintExtension, false)] where name.hasSuffix(suffix) {
+            let digits = name.dropLast(suffix.count)
+            guard digits.count == 10, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let id = UInt64(digits) else {
+                return .stray("not a \(isSegment ? "segment" : "hint file") name (ten digits, then \(suffix)); ignored")
+            }
+            guard id >= 1, id <= SegmentName.maxID else {
+                return .stray("\(isSegment ? "segment" : "hint file") id \(id) is outside 1...\(SegmentName.maxID); ignored")
+            }
+            return isSegment ? .segment(id) : .hint(id)
+        }
+        if name.contains(SegmentName.segmentExtension) || name.contains(SegmentName.hintExtension) {
+            return .stray("not a file of the store (only NNNNNNNNNN.cask and NNNNNNNNNN.hint are); ignored")
+        }
+        return .other
+    }
+
+    // MARK: The manifest
+
+    /// The largest manifest a compaction writes.
+    private static let maxManifestLength = Int64(16 + CompactionManifest.maxInputs * 8 + 4)
+
+    private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) -> Manifest {
+        let bytes: [UInt8]
+        do throws(Errno) {
+            let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
+            defer { fileSystem.close(fd) }
+            let size = try fileSystem.fileSize(fd)
+            guard size <= maxManifestLength else { return .invalid(reason: "invalid compaction manifest (\(size) bytes, more than any compaction writes); ignored") }
+            var read = [UInt8](repeating: 0, count: Int(size))
+            let count = try read.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            bytes = Array(read[0..<count])
+        } catch {
+            return .invalid(reason: "unreadable compaction manifest (\(error)); ignored")
+        }
+        guard let inputs = bytes.withBytes({ CompactionManifest.decode($0) }) else {
+            return .invalid(reason: "invalid compaction manifest; ignored")
+        }
+        return .valid(inputs: inputs)
+    }
+
+    /// Finishes the compaction a valid manifest records, as its compactor would have: removes the
+    /// segments it retires (hints first), syncs the directory, removes the manifest, syncs again.
+    /// Each step is durable before the next, so a crash part way leaves a manifest to finish again.
+    package static func finishCompaction(
+        retiring ids: [UInt64], in directory: String, fileSystem: any FileSystem
+    ) throws(Errno) {
+        for id in ids {
+            for name in [SegmentName.hint(id), SegmentName.segment(id)] {
+                do { try fileSystem.unlink(directory + "/" + name) } catch where error == .noEntry {}
+            }
+        }
+        try fileSystem.syncDirectory(directory)
+        try fileSystem.unlink(directory + "/" + CompactionManifest.fileName)
+        try fileSystem.syncDirectory(directory)
+    }
+
+    // MARK: The active segment
+
+    /// The segment a writer appends to (see ``activeSegmentID``). Compaction outputs have higher ids
+    /// but hold older records, and so a lower base seq.
+    private static func activeSegment(of ids: [UInt64], directory: StoreDirectory, fileSystem: any FileSystem) -> UInt64? {
+        guard let newest = ids.last else { return nil }
+        var best: (baseSeq: UInt64, id: UInt64)?
+        for id in ids {
+            guard let fd = try? fileSystem.open(directory.segmentPath(id), flags: O_RDONLY, mode: 0) else { continue }
+            defer { fileSystem.close(fd) }
+            var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
+            let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
+            guard case .success(let header) = bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) else {
+                if id == newest { return newest }
+                continue
+            }
+            if best.map({ (header.baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true { best = (header.baseSeq, id) }
+        }
+        return best?.id ?? newest
+    }
+}

@@ -1,0 +1,429 @@
+/// Reads one segment file — its header, every valid record, and what each other byte range is —
+/// and is the one statement of how a segment's bytes are classified (FORMAT.md, "Reading a store").
+/// Recovery on open, `verify`, `inspect`, repair, the compactor and the hint writer all read
+/// segments through it, so no two of them can disagree about the same bytes:
+///
+/// - A **valid record**: its lengths are within ``Limits`` and its checksum matches. After bytes
+///   that are not one, the reader tries every following offset until a valid record starts there
+///   (or the file ends) and reports the skipped bytes as one range.
+/// - A skipped range that reaches the end of the file is **reserved space** when it is at most
+///   ``StoreWriter/maxReservedSpace`` bytes of zeros (no records, and no damage, in any segment);
+///   otherwise a **torn tail** in the active segment (a write a crash interrupted, or one still in
+///   progress: a writer's open cuts it) and **damage** in any other.
+/// - **Batch members** whose batch does not complete (``BatchAssembler``) are never applied: when
+///   nothing but they (and a torn tail) follow the first of them in the active segment, they are
+///   part of its torn tail; anywhere else they are damage, as is the commit record of a batch
+///   whose members are not all there.
+/// - The **header**: an invalid one is damage at bytes `0 ..< 40` (`16 ..< 24` when only its
+///   segment id disagrees with the file name); an active segment of at most 40 bytes with an
+///   invalid header is a torn creation (a torn tail from offset 0). Another format version or header
+///   length is not damage but a store this Cask cannot read: an error.
+///
+/// **Beside a live writer** (a read-only open, `verify`) the active segment grows as it is read.
+/// There, bytes that are not a valid record are read again before they are called anything, and
+/// again once a valid record is found after them: writes land in file order, so a write that was in
+/// progress when they were first read has landed by then. Only a write still in progress at the
+/// very end can show, as a torn tail.
+///
+/// Reads through a 1 MiB window (larger only for a larger record). Not thread-safe; one reader per
+/// file and thread.
+package struct SegmentReader: ~Copyable {
+    /// A byte range of the segment that is not a valid, applicable record.
+    package struct Damage: Equatable, Sendable {
+        package enum Kind: Equatable, Sendable {
+            /// The 40-byte header is invalid (bytes `0 ..< 40`), or names another segment (`16 ..< 24`).
+            case segmentHeader
+            /// Bytes that are not valid records, inside the segment (or at the end of a sealed one).
+            case record
+            /// The end of the active segment: an incomplete record, an incomplete batch, or a header
+            /// whose creation was torn. A writer's open cuts it.
+            case tornTail
+            /// Valid batch members whose batch is not complete (its commit record, or some of its
+            /// members, lost in damage), and the commit record of such a batch: never applied.
+            case uncommittedBatch
+        }
+
+        package var kind: Kind
+        package var offset: Int64
+        package var length: Int64
+        package var reason: String
+
+        package var end: Int64 { offset + length }
+
+        package func contains(_ position: Int64, length count: Int64 = 1) -> Bool {
+            position >= offset && position + count <= end
+        }
+    }
+
+    /// What a read of the records found besides them.
+    package struct Outcome {
+        /// Every damaged range, the header's first, then in file order.
+        package var damage: [Damage]
+        /// Where the segment's contents end: the end of the file, or where its reserved space or its
+        /// torn tail starts (where a writer's open truncates the active segment).
+        package var contentEnd: Int64
+        /// Where the file ended as read: sooner than its length at the start when a live writer gave
+        /// its reserved space back meanwhile.
+        package var fileLength: Int64
+        /// Valid records read (batch members of incomplete batches included).
+        package var records: Int
+
+        /// The torn tail, if the segment has one.
+        package var tornTail: Damage? { damage.last.flatMap { $0.kind == .tornTail ? $0 : nil } }
+        /// Damage other than a torn tail.
+        package var damageInside: [Damage] { damage.filter { $0.kind != .tornTail } }
+    }
+
+    package let id: UInt64
+    package let path: String
+    /// Whether this is the store's active segment (``StoreDirectory/activeSegment``).
+    package let isActive: Bool
+    private let fd: Int32
+    private let fileSystem: any FileSystem
+    package private(set) var fileLength: Int64
+    private var window = ByteBuffer(capacity: 1 << 20)
+    private var windowStart: Int64 = 0
+    private static let windowSize = 1 << 20
+    private var headerDamage: Damage?
+
+    /// A reader of the segment open as `fd` (which stays the caller's), `length` bytes long.
+    package init(fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, fileSystem: any FileSystem) {
+        self.fd = fd
+        self.id = id
+        self.path = path
+        self.fileLength = length
+        self.isActive = isActive
+        self.fileSystem = fileSystem
+    }
+
+    // MARK: The header
+
+    /// Reads and checks the header. Returns it when it is usable (valid, if perhaps naming another
+    /// segment id: the file name's is used), with any damage it shows; nil and the damage when not.
+    /// Throws when the read fails, and for another format version or header length.
+    package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: Damage?) {
+        var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
+        let count: Int
+        do {
+            count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        } catch {
+            throw CaskError.io(operation: "pread", path: path, errno: error)
+        }
+        let length = fileLength
+        switch bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) {
+        case .success(let header):
+            if header.segmentID != id {
+                headerDamage = Damage(kind: .segmentHeader, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
+            }
+            return (header, headerDamage)
+        case .failure(.unsupportedVersion(let version)):
+            throw CaskError.unsupportedFormat(path: path, version: version)
+        case .failure(.unsupportedHeaderLength(let headerLength)):
+            throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
+        case .failure(let problem) where isActive && length <= Int64(SegmentHeader.length):
+            headerDamage = Damage(
+                kind: .tornTail, offset: 0, length: length,
+                reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
+        case .failure(let problem):
+            headerDamage = Damage(
+                kind: .segmentHeader, offset: 0, length: min(length, Int64(SegmentHeader.length)),
+                reason: "invalid segment header (\(problem.explanation))")
+        }
+        return (nil, headerDamage)
+    }
+
+    // MARK: The records
+
+    /// Reads the records from `start` (the end of the header, or of what the segment's hint file
+    /// covers) to the end of the file. `batch` holds the members already read (from the hint) and
+    /// comes back empty; `settled`: where the last record before `start` that is not a batch member
+    /// ends (default `start`). `onRecord` gets every valid record: its offset, header and bytes
+    /// (valid only during the call); `onBatch` the members of each whole batch, at its commit record
+    /// (after `onRecord` for it), in write order; `onDamage` each damaged range (the header's first)
+    /// as soon as it is known — a range inside the file once a valid record follows it, the rest at
+    /// the end — so that a caller can report the segment in file order without holding it.
+    /// Throws only when a read fails.
+    package mutating func readRecords(
+        from start: Int64, settled: Int64? = nil, batch: inout BatchAssembler,
+        onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
+        onDamage: (Damage) -> Void = { _ in },
+        onBatch: ([BatchAssembler.Member]) -> Void = { _ in }
+    ) throws(CaskError) -> Outcome {
+        var damage: [Damage] = []
+        var reported = 0  // `damage[..<reported]` went to `onDamage` already.
+        if let headerDamage { onDamage(headerDamage) }
+        var records = 0
+        // The end of the last record that is not a batch member: members held at the end that all
+        // come after it (and after any damage but a torn tail) end the segment.
+        var settledEnd = settled ?? start
+        var position = min(start, fileLength)
+        while position < fileLength {
+            var found = try record(at: position)
+            if case .failure = found, isActive {
+                // Perhaps a write in progress: read it again (the window may be older than the file).
+                dropWindow()
+                found = try record(at: position)
+            }
+            let problem: RecordHeader.Problem
+            switch found {
+            case .success(let (header, bytes)):
+                // Every range found so far is followed by this record: none can end the file.
+                while reported < damage.count {
+                    onDamage(damage[reported])
+                    reported += 1
+                }
+                records += 1
+                deliver(position, header, bytes, batch: &batch, damage: &damage, settledEnd: &settledEnd, onRecord: onRecord, onBatch: onBatch)
+                position += Int64(header.recordLength)
+                continue
+            case .failure(let failure):
+                problem = failure
+            }
+            var next = position + 1
+            while next < fileLength {
+                if case .success = try record(at: next) { break }
+                next += 1
+            }
+            if isActive && next < fileLength {
+                // A valid record after the bad bytes: a write in progress there has landed by now.
+                dropWindow()
+                if case .success = try record(at: position) { continue }
+            }
+            damage.append(Damage(kind: .record, offset: position, length: next - position, reason: problem.description))
+            position = next
+        }
+
+        // What ends the file.
+        var contentEnd = fileLength
+        if let last = damage.last, last.end == fileLength {
+            if try isReservedSpace(from: last.offset, to: fileLength) {
+                damage.removeLast()
+                contentEnd = last.offset
+            } else if isActive {
+                damage[damage.count - 1].kind = .tornTail
+                contentEnd = last.offset
+            }
+        }
+        if contentEnd > fileLength { contentEnd = fileLength }  // The file shrank (reserved space given back).
+
+        // Members whose batch never completed.
+        let held = batch.pending.sorted { $0.location.offset < $1.location.offset }
+        batch = BatchAssembler()
+        if let first = held.first.map({ Int64($0.location.offset) }) {
+            let onlyTornTailAfter = !damage.contains { $0.kind != .tornTail && $0.end > first }
+            if isActive && first >= settledEnd && onlyTornTailAfter {
+                let tailEnd = damage.last?.kind == .tornTail ? damage.removeLast().end : contentEnd
+                damage.append(Damage(
+                    kind: .tornTail, offset: first, length: tailEnd - first,
+                    reason: "\(held.count) record\(held.count == 1 ? "" : "s") of a batch without its commit record"))
+                contentEnd = first
+            } else {
+                damage += Self.runs(of: held, reason: "of a batch without its commit record (never applied)")
+            }
+        }
+        let known = damage[..<reported]
+        let remaining = damage[reported...].sorted { $0.offset < $1.offset }
+        for range in remaining { onDamage(range) }
+        damage = (Array(known) + remaining).sorted { $0.offset < $1.offset }
+        if let headerDamage { damage.insert(headerDamage, at: 0) }
+        return Outcome(damage: damage, contentEnd: contentEnd, fileLength: fileLength, records: records)
+    }
+
+    /// Hands one valid record to the callbacks, holding batch members until their commit record.
+    private func deliver(
+        _ offset: Int64, _ header: RecordHeader, _ bytes: UnsafeRawBufferPointer, batch: inout BatchAssembler, damage: inout [Damage],
+        settledEnd: inout Int64, onRecord: (Int64, RecordHeader, UnsafeRawBufferPointer) -> Void, onBatch: ([BatchAssembler.Member]) -> Void
+    ) {
+        onRecord(offset, header, bytes)
+        let keyStart = header.headerLength, valueStart = keyStart + header.keyLength
+        let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength))
+        if header.flags & RecordFlags.batchMember != 0 {
+            batch.hold(.init(
+                key: Array(bytes[keyStart..<valueStart]), type: header.type, seq: header.seq, valueLength: header.valueLength,
+                expiresAt: header.expiresAt, location: location))
+            return
+        }
+        settledEnd = offset + Int64(header.recordLength)
+        guard header.type == .batch else { return }
+        let firstSeq = BatchAssembler.firstSeq(ofCommitKey: UnsafeRawBufferPointer(rebasing: bytes[keyStart..<valueStart]))
+        var valueOffset = valueStart
+        // The value is the member count as a varint, and nothing else (FORMAT.md, "Batches").
+        let valueEnd = valueStart + header.storedLength
+        var count = Varint.read(UnsafeRawBufferPointer(rebasing: bytes[0..<valueEnd]), at: &valueOffset)
+        if valueOffset != valueEnd { count = nil }
+        switch batch.commit(firstSeq: firstSeq, commitSeq: header.seq, count: count ?? 0) {
+        case .whole(let members):
+            onBatch(members)
+        case .incomplete(let found, let expected):
+            let commit = BatchAssembler.Member(
+                key: [], type: .batch, seq: header.seq, valueLength: header.valueLength, expiresAt: nil, location: location)
+            damage += Self.runs(
+                of: found + [commit],
+                reason: "of a batch of \(expected) whose commit record has \(found.count) of its members and a count of \(count.map(String.init) ?? "?") (none applied)")
+        }
+    }
+
+    /// The damage a hint file shows when its header (checksum valid) says it describes more bytes
+    /// than its segment holds: a segment never shrinks below what its hint describes, so records
+    /// at its end were lost (a copy cut short, a disk error). Bytes `segmentLength ..< covered`.
+    package static func lostTail(segmentID: UInt64, segmentLength: Int64, hint: UnsafeRawBufferPointer) -> Damage? {
+        guard let summary = HintFile.declaredSummary(hint), summary.segmentID == segmentID,
+              summary.coveredLength > segmentLength else { return nil }
+        return Damage(
+            kind: .record, offset: segmentLength, length: summary.coveredLength - segmentLength,
+            reason: "the segment ends at \(segmentLength) bytes but its hint file describes \(summary.coveredLength): records at its end were lost ('cask recover --dry-run' names them)")
+    }
+
+    /// One damage range per run of adjacent records among `members` (in file order).
+    package static func runs(of members: [BatchAssembler.Member], reason: String) -> [Damage] {
+        var ranges: [(start: Int64, end: Int64, records: Int)] = []
+        for member in members.sorted(by: { $0.location.offset < $1.location.offset }) {
+            let start = Int64(member.location.offset), end = start + Int64(member.location.length)
+            if let last = ranges.last, last.end == start {
+                ranges[ranges.count - 1].end = end
+                ranges[ranges.count - 1].records += 1
+            } else {
+                ranges.append((start, end, 1))
+            }
+        }
+        return ranges.map { range in
+            Damage(kind: .uncommittedBatch, offset: range.start, length: range.end - range.start,
+                   reason: "\(range.records) record\(range.records == 1 ? "" : "s") \(reason)")
+        }
+    }
+
+    /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
+    /// reserved ahead of its writes (FORMAT.md, "Reserved space"): at most
+    /// ``StoreWriter/maxReservedSpace`` bytes, all zero (up to where the file ends, if it shrank
+    /// meanwhile). Reads them in 64 KiB pieces.
+    private mutating func isReservedSpace(from start: Int64, to end: Int64) throws(CaskError) -> Bool {
+        // More zeros than a writer ever reserves ahead are lost records (a power cut), not space.
+        guard end - start <= StoreWriter.maxReservedSpace else { return false }
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var position = start
+        while position < end {
+            let count = Int(min(Int64(buffer.count), end - position))
+            let read: Int
+            do {
+                read = try buffer.withMutableBytes { (raw) throws(Errno) in
+                    try fileSystem.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: position)
+                }
+            } catch {
+                throw CaskError.io(operation: "pread", path: path, errno: error)
+            }
+            guard buffer[0..<read].allSatisfy({ $0 == 0 }) else { return false }
+            if read < count {
+                // The file ends sooner: its writer gave the space back meanwhile.
+                fileLength = position + Int64(read)
+                return true
+            }
+            position += Int64(count)
+        }
+        return true
+    }
+
+    /// The valid record at `offset`, or why there is none.
+    private mutating func record(at offset: Int64) throws(CaskError) -> Result<(RecordHeader, UnsafeRawBufferPointer), RecordHeader.Problem> {
+        let headerView = try view(at: offset, count: Limits.maxRecordHeaderLength)
+        let header: RecordHeader
+        switch RecordHeader.parse(headerView) {
+        case .success(let parsed): header = parsed
+        case .failure(let problem): return .failure(problem)
+        }
+        guard Int64(header.recordLength) <= fileLength - offset else {
+            return .failure(.truncated(needed: header.recordLength))
+        }
+        let bytes = try view(at: offset, count: header.recordLength)
+        switch RecordHeader.validate(bytes) {
+        case .success(let validated): return .success((validated, bytes))
+        case .failure(let problem): return .failure(problem)
+        }
+    }
+
+    /// Forgets the window, so that the next read sees the file as it is now.
+    private mutating func dropWindow() {
+        window.count = 0
+        windowStart = 0
+    }
+
+    /// Up to `count` bytes at `offset` (fewer only at end of file), valid until the next call.
+    private mutating func view(at offset: Int64, count: Int) throws(CaskError) -> UnsafeRawBufferPointer {
+        let available = Int(min(Int64(count), fileLength - offset))
+        if offset < windowStart || offset + Int64(available) > windowStart + Int64(window.count) {
+            let length = Int(min(Int64(max(count, Self.windowSize)), fileLength - offset))
+            window.count = 0
+            window.reserve(length)
+            let read: Int
+            do {
+                read = try window.withUnsafeMutableCapacity { (space) throws(Errno) in
+                    try fileSystem.readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: space[0..<length]), at: offset)
+                }
+            } catch {
+                throw CaskError.io(operation: "pread", path: path, errno: error)
+            }
+            window.count = read
+            windowStart = offset
+            if read < length {
+                // The file shrank since its length was taken: a writer that has the store open gave
+                // back the space it had reserved (a read-only read of a live store). It ends here.
+                fileLength = offset + Int64(read)
+                return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<min(read, count)]) }
+            }
+        }
+        let start = Int(offset - windowStart)
+        return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<(start + available)]) }
+    }
+}
+
+extension SegmentReader {
+    /// Opens segment `id` of `directory` read-only and reads it whole: `onOpen` gets the file's
+    /// length and its header (nil when invalid) first, then `onRecord` each valid record and
+    /// `onDamage` each damaged range, in file order as far as they can be known as they come (see
+    /// ``readRecords(from:settled:batch:onRecord:onDamage:onBatch:)``) — a tail that the segment's
+    /// hint file shows was lost last. Returns nil, having called nothing, when the file no longer
+    /// exists (a compaction removed it after the directory was listed). For the readers that change
+    /// nothing: `verify`, `inspect`, repair.
+    package static func read(
+        segment id: UInt64, of directory: StoreDirectory, fileSystem: any FileSystem,
+        onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
+        onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
+        onDamage: (Damage) -> Void = { _ in }
+    ) throws(CaskError) -> Outcome? {
+        let path = directory.segmentPath(id)
+        let fd: Int32
+        do { fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0) } catch {
+            if error == .noEntry { return nil }
+            throw CaskError.from(error, operation: "open", path: path, reading: true)
+        }
+        defer { fileSystem.close(fd) }
+        let length: Int64
+        do { length = try fileSystem.fileSize(fd) } catch {
+            throw CaskError.from(error, operation: "fstat", path: path, reading: true)
+        }
+        var reader = SegmentReader(fd: fd, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, fileSystem: fileSystem)
+        let (header, _) = try reader.readHeader()
+        onOpen(length, header)
+        var batch = BatchAssembler()
+        var outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: onRecord, onDamage: onDamage)
+        if directory.hintedIDs.contains(id), let lost = lostTail(segmentID: id, segmentLength: length, hintPath: directory.hintPath(id), fileSystem: fileSystem) {
+            onDamage(lost)
+            outcome.damage.append(lost)
+        }
+        return outcome
+    }
+
+    /// ``lostTail(segmentID:segmentLength:hint:)`` for the hint file at `hintPath` (nil when it
+    /// cannot be read).
+    package static func lostTail(segmentID: UInt64, segmentLength: Int64, hintPath: String, fileSystem: any FileSystem) -> Damage? {
+        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
+        defer { fileSystem.close(fd) }
+        var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+        guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
+              read == header.count else { return nil }
+        return header.withUnsafeBytes { lostTail(segmentID: segmentID, segmentLength: segmentLength, hint: $0) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,277 @@
+import Foundation
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// Every reader of a store — the open (read-only and writable), `verify`, `inspect` and repair —
+/// reads it through one ``StoreDirectory`` and one ``SegmentReader``, so on the same bytes they
+/// agree: the same damaged ranges with the same kinds, the same ignored files, the same live keys.
+/// One corpus of damaged and odd stores (issue 22's findings), each read by all of them.
+final class ReaderAgreementTests: XCTestCase {
+    /// What every reader made of one store.
+    private struct Readings {
+        /// Damaged ranges the read-only open reported, as `file@offset+length`.
+        var open: Set<String>
+        /// `verify`'s problems, as `kind file@offset+length`.
+        var verify: [String]
+        /// `inspect`'s damage items, the same way.
+        var inspect: [String]
+        var verifyClean: Bool
+        var repairClean: Bool
+        var repair: RepairReport
+        /// The keys (with values) a read-only open reads.
+        var contents: [String: String]
+        var openIgnored: [String]
+        var verifyIgnored: [String]
+
+        /// `verify`'s ranges without their kinds.
+        var verifyRanges: Set<String> { Set(verify.map { String($0.split(separator: " ", maxSplits: 1)[1]) }) }
+    }
+
+    private func name(_ file: String) -> String { String(file.split(separator: "/").last ?? "") }
+
+    private func read(_ directory: String, line: UInt = #line) throws -> Readings {
+        var options = CaskStore.Options()
+        options.readOnly = true
+        options.createIfMissing = false
+        let store = try CaskStore.open(at: directory, options: options)
+        var contents: [String: String] = [:]
+        for key in try store.keys() {
+            if let value = try store.get(key) { contents[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
+        }
+        let recovery = store.recoveryReport
+        try store.close()
+        let verification = try CaskStore.verify(at: directory)
+        var inspected: [String] = []
+        try CaskStore.inspect(at: directory) { item in
+            if case .damage(let problem) = item { inspected.append("\(problem.kind.rawValue) \(name(problem.file))@\(problem.offset)+\(problem.length)") }
+        }
+        let repair = try CaskStore.repair(at: directory, dryRun: true)
+        return Readings(
+            open: Set(recovery.corruptRanges.map { "\(name($0.file))@\($0.offset)+\($0.length)" }),
+            verify: verification.problems.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" },
+            inspect: inspected.sorted(), verifyClean: verification.isClean, repairClean: repair.isClean, repair: repair,
+            contents: contents, openIgnored: recovery.ignoredFiles.map(name), verifyIgnored: verification.ignoredFiles.map(name))
+    }
+
+    /// The readers agree with each other, and on `expected` (verify's `kind file@offset+length` list).
+    private func assertAgree(_ readings: Readings, _ expected: [String], _ context: String, line: UInt = #line) {
+        XCTAssertEqual(readings.verify.sorted(), expected.sorted(), "\(context): verify", line: line)
+        XCTAssertEqual(readings.inspect, readings.verify.filter { !$0.hasPrefix("compaction-manifest") }.sorted(), "\(context): inspect", line: line)
+        XCTAssertEqual(readings.open, readings.verifyRanges, "\(context): the open's report", line: line)
+        XCTAssertEqual(readings.verifyClean, expected.isEmpty, "\(context): verify clean", line: line)
+        XCTAssertEqual(readings.repairClean, expected.isEmpty, "\(context): repair dry run clean\n\(readings.repair)", line: line)
+        XCTAssertEqual(readings.openIgnored.sorted(), readings.verifyIgnored.filter { !$0.contains("replaced by a compaction") }.sorted(), "\(context): ignored files", line: line)
+    }
+
+    private func makeStore(_ body: (CaskStore) throws -> Void, options: CaskStore.Options = .init()) throws -> TemporaryDirectory {
+        let directory = TemporaryDirectory("cask-agreement")
+        var options = options
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: directory.path, options: options)
+        try body(store)
+        try store.close()
+        return directory
+    }
+
+    /// A writable open of a copy of `directory`, returning its report and what it reads.
+    private func openWritable(_ directory: String) throws -> (RecoveryReport, [String: String]) {
+        var options = CaskStore.Options()
+        options.createIfMissing = false
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: directory, options: options)
+        var contents: [String: String] = [:]
+        for key in try store.keys() {
+            if let value = try store.get(key) { contents[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
+        }
+        let report = store.recoveryReport
+        try store.close()
+        return (report, contents)
+    }
+
+    // MARK: The corpus
+
+    /// Item 1: after a compaction the active segment has a lower id than the outputs. Garbage after
+    /// its last record is its torn tail to every reader (and cut by a writer); the same garbage
+    /// after the output's last record is damage to every reader (and left in place).
+    func testTheActiveSegmentIsTheSameForEveryReader() throws {
+        let directory = try makeStore { store in
+            for i in 1...3 { try store.put("k\(i)", Array("v\(i)".utf8)) }
+            try store.put("k1", Array("new".utf8))
+            _ = try store.compact()
+            try store.put("k2", Array("after".utf8))
+        }
+        let listing = try StoreDirectory(listing: directory.path, fileSystem: PosixFileSystem())
+        let active = try XCTUnwrap(listing.activeSegmentID)
+        let sealed = try XCTUnwrap(listing.segmentIDs.last)
+        XCTAssertLessThan(active, sealed, "the compaction output has the higher id")
+        let expected = ["k1": "new", "k2": "after", "k3": "v3"]
+        for (id, kind) in [(active, "torn-tail"), (sealed, "record")] {
+            let copy = TemporaryDirectory("cask-agreement-copy")
+            try StoreFiles.copy(from: directory.path, to: copy.path)
+            let segment = StoreFiles.segmentPath(copy.path, id)
+            let end = try StoreFiles.fileSize(segment)
+            try StoreFiles.append(segment, Array("garbage".utf8))
+            let readings = try read(copy.path)
+            assertAgree(readings, ["\(kind) \(SegmentName.segment(id))@\(end)+7"], "garbage after segment \(id)")
+            XCTAssertEqual(readings.contents, expected)
+            let (report, contents) = try openWritable(copy.path)
+            XCTAssertEqual(contents, expected)
+            XCTAssertEqual(report.truncations.count, kind == "torn-tail" ? 1 : 0, "\(report)")
+            XCTAssertEqual(try StoreFiles.fileSize(segment), kind == "torn-tail" ? end : end + 7)
+        }
+    }
+
+    /// Item 2: zeros after the last record (at most 2 MiB) are reserved space to every reader; a
+    /// leftover temporary file is housekeeping, not damage.
+    func testReservedZerosAndLeftoversAreNotDamageToAnyReader() throws {
+        let directory = try makeStore { store in try store.put("k", Array("v".utf8)) }
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        try StoreFiles.append(segment, [UInt8](repeating: 0, count: 100_000))
+        try StoreFiles.write(directory.appending("0000000001.cask.tmp"), Array("half a repair".utf8))
+        let readings = try read(directory.path)
+        assertAgree(readings, [], "reserved zeros")
+        XCTAssertEqual(readings.contents, ["k": "v"])
+        XCTAssertEqual(readings.repair.changes.map(\.kind), [.removeLeftover])
+        // More zeros than a writer reserves are lost records: damage to every reader.
+        try StoreFiles.append(segment, [UInt8](repeating: 0, count: Int(StoreWriter.maxReservedSpace)))
+        let end = try StoreFiles.fileSize(segment)
+        let records = try StoreFiles.records(ofSegment: segment).last.map(\.end) ?? 0
+        assertAgree(try read(directory.path), ["torn-tail 0000000001.cask@\(records)+\(end - records)"], "too many zeros")
+    }
+
+    /// Item 3: batch members whose commit record is gone. At the end of the active segment they are
+    /// its torn tail; inside it, damage that no reader applies.
+    func testUncommittedBatchMembersAreTheSameToEveryReader() throws {
+        let directory = try makeStore { store in
+            for pair in [["a", "b"], ["c", "d"]] {
+                var batch = WriteBatch()
+                for key in pair { batch.put(key, Array(key.utf8)) }
+                try store.write(batch)
+            }
+        }
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        let records = try StoreFiles.records(ofSegment: segment)
+        XCTAssertEqual(records.map(\.type), [.put, .put, .batch, .put, .put, .batch])
+
+        // The second commit cut off: c and d end the active segment.
+        let cut = TemporaryDirectory("cask-agreement-cut")
+        try StoreFiles.copy(from: directory.path, to: cut.path)
+        try StoreFiles.truncate(StoreFiles.segmentPath(cut.path, 1), to: records[5].offset)
+        try StoreFiles.removeHints(in: cut.path)
+        let tail = records[5].offset - records[3].offset
+        let readings = try read(cut.path)
+        assertAgree(readings, ["torn-tail 0000000001.cask@\(records[3].offset)+\(tail)"], "second commit cut")
+        XCTAssertEqual(readings.contents, ["a": "a", "b": "b"])
+        let (report, contents) = try openWritable(cut.path)
+        XCTAssertEqual(contents, ["a": "a", "b": "b"])
+        XCTAssertEqual(report.truncations.map(\.offset), [Int64(records[3].offset)])
+
+        // The first commit spliced out: a and b are inside the segment, never applied.
+        let spliced = TemporaryDirectory("cask-agreement-splice")
+        try StoreFiles.copy(from: directory.path, to: spliced.path)
+        var bytes = try StoreFiles.read(segment)
+        bytes.removeSubrange(records[2].offset..<records[2].end)
+        try StoreFiles.write(StoreFiles.segmentPath(spliced.path, 1), bytes)
+        try StoreFiles.removeHints(in: spliced.path)
+        let members = records[2].offset - records[0].offset
+        let splicedReadings = try read(spliced.path)
+        assertAgree(splicedReadings, ["uncommitted-batch 0000000001.cask@\(records[0].offset)+\(members)"], "first commit spliced out")
+        XCTAssertEqual(splicedReadings.contents, ["c": "c", "d": "d"])
+    }
+
+    /// A batch whose commit record survives but one of whose members is damaged is not applied in part.
+    func testABatchWithADamagedMemberIsAppliedByNoReader() throws {
+        let directory = try makeStore { store in
+            try store.put("b", Array("old".utf8))
+            var batch = WriteBatch()
+            for key in ["a", "b", "c"] { batch.put(key, Array("new-\(key)".utf8)) }
+            try store.write(batch)
+            try store.put("z", Array("z".utf8))
+        }
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        let records = try StoreFiles.records(ofSegment: segment)
+        try StoreFiles.removeHints(in: directory.path)
+        try StoreFiles.flip(segment, at: records[2].offset + records[2].length - 1)  // the value of member "b"
+        let readings = try read(directory.path)
+        assertAgree(readings, [
+            "record 0000000001.cask@\(records[2].offset)+\(records[2].length)",
+            "uncommitted-batch 0000000001.cask@\(records[1].offset)+\(records[1].length)",
+            "uncommitted-batch 0000000001.cask@\(records[3].offset)+\(records[4].end - records[3].offset)",
+        ], "a member damaged")
+        XCTAssertEqual(readings.contents, ["b": "old", "z": "z"])
+    }
+
+    /// Item 6: a valid manifest retires its segments for every reader; an invalid one is damage to
+    /// every reader and nothing is removed on its word.
+    func testTheCompactionManifestIsReadTheSameByEveryReader() throws {
+        let directory = try makeStore({ store in
+            for i in 0..<200 { try store.put("k\(i % 20)", (0..<300).map { _ in UInt8.random(in: 0...255) }) }
+        }, options: { var o = CaskStore.Options(); o.maxSegmentSize = 4 << 10; return o }())
+        let ids = try StoreFiles.segmentIDs(in: directory.path)
+        XCTAssertGreaterThan(ids.count, 3)
+        // A crash after the manifest was written: the first segment should be gone.
+        let manifest = directory.appending(CompactionManifest.fileName)
+        try StoreFiles.write(manifest, CompactionManifest.encode(inputs: [ids[0]]))
+        let valid = try read(directory.path)
+        XCTAssertTrue(valid.verify.isEmpty, "\(valid.verify)")
+        XCTAssertEqual(valid.verifyIgnored.count, 1)
+        XCTAssertTrue(valid.verifyIgnored[0].hasPrefix(SegmentName.segment(ids[0])), "\(valid.verifyIgnored)")
+
+        var invalid = CompactionManifest.encode(inputs: [ids[0]])
+        invalid[invalid.count - 1] ^= 1
+        try StoreFiles.write(manifest, invalid)
+        let readings = try read(directory.path)
+        assertAgree(readings, ["compaction-manifest COMPACTION@0+\(invalid.count)"], "invalid manifest")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.segmentPath(directory.path, ids[0])))
+    }
+
+    /// Item 7: files named like a store's but not one of its files are ignored, and reported, by every
+    /// reader; the store stays usable; `recover` leaves them alone.
+    func testStrayFilesAreIgnoredByEveryReader() throws {
+        let directory = try makeStore { store in try store.put("k", Array("v".utf8)) }
+        let strays = ["0000000000.cask", "4294967295.cask", "9999999999.cask", "4.cask", "0000000001.cask.bak", "12.hint"]
+        for stray in strays { try StoreFiles.write(directory.appending(stray), Array("not a segment".utf8)) }
+        let readings = try read(directory.path)
+        assertAgree(readings, [], "strays")
+        XCTAssertEqual(readings.contents, ["k": "v"])
+        XCTAssertEqual(Set(readings.openIgnored.map { String($0.prefix { $0 != ":" }) }), Set(strays))
+        let (_, contents) = try openWritable(directory.path)
+        XCTAssertEqual(contents, ["k": "v"])
+        var options = CaskStore.Options()
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: directory.path, options: options)
+        try store.put("k2", Array("v2".utf8))
+        _ = try store.compact()
+        try store.close()
+        _ = try CaskStore.repair(at: directory.path)
+        for stray in strays { XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appending(stray)), stray) }
+    }
+
+    /// Item 10: a sealed segment that lost its tail (a copy cut short). Every reader reports the
+    /// loss; a writer's open keeps the hint file that records what was lost; the repair names it.
+    func testASealedSegmentThatLostItsTailIsReportedAndItsHintKept() throws {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4 << 10
+        let directory = try makeStore({ store in
+            for i in 0..<60 { try store.put(String(format: "key%03d", i), Array(repeating: UInt8(i), count: 200)) }
+        }, options: options)
+        let ids = try StoreFiles.segmentIDs(in: directory.path)
+        let victim = ids[0]
+        let segment = StoreFiles.segmentPath(directory.path, victim)
+        let hint = StoreFiles.hintPath(directory.path, victim)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: hint))
+        let records = try StoreFiles.records(ofSegment: segment)
+        let covered = try StoreFiles.fileSize(segment)
+        let kept = records[records.count / 2].offset
+        try StoreFiles.truncate(segment, to: kept)
+        let readings = try read(directory.path)
+        assertAgree(readings, ["record \(SegmentName.segment(victim))@\(kept)+\(covered - kept)"], "lost tail")
+        let lost = readings.repair.lostRecords.map { String(decoding: $0.key, as: UTF8.self) }
+        XCTAssertEqual(lost, records[(records.count / 2)...].map { String(decoding: $0.key, as: UTF8.self) })
+        XCTAssertTrue(readings.repair.lostRecords.allSatisfy(\.verified))
+        let (report, _) = try openWritable(directory.path)
+        XCTAssertFalse(report.isClean)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: hint), "the writer's open kept the hint")
+    }
+}
