@@ -66,8 +66,8 @@ final class ToolExportTests: XCTestCase {
         (lz4, expires, batch: a member of an atomic batch), the expiry time, and last
         the key, escaped as 'cask list' prints keys. A batch commit shows the seqs of
         the members it commits instead of a key. A damaged byte range is printed as a
-        'damaged' line with its offset, length, kind (record, segment-header, torn-tail)
-        and reason.
+        'damaged' line with its offset, length, kind (record, segment-header, torn-tail,
+        uncommitted-batch) and reason.
 
         With --json, prints JSON Lines instead: one object per segment, record and
         damaged range, told apart by "kind"; keys that are valid UTF-8 are strings under
@@ -76,8 +76,8 @@ final class ToolExportTests: XCTestCase {
         Checks each record's lengths and checksum, as opening the store does ('cask
         verify' also decompresses values and checks hint files), and exits 0 whatever
         damage it shows. Changes nothing and takes no lock, so it works while another
-        process writes (an append in progress at the end of the active segment then shows
-        as a torn tail).
+        process writes (an append in progress at the end of the active segment then
+        shows as a torn tail).
 
         USAGE: cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json]
 
