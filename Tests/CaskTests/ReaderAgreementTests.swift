@@ -274,4 +274,57 @@ final class ReaderAgreementTests: XCTestCase {
         XCTAssertFalse(report.isClean)
         XCTAssertTrue(FileManager.default.fileExists(atPath: hint), "the writer's open kept the hint")
     }
+
+    /// Item 9: `cask compact` on a store with a damaged segment header leaves that segment alone,
+    /// says so, and exits 65 (it exited 0 and printed nothing).
+    func testCompactReportsTheDamageItLeavesAlone() throws {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4 << 10
+        let directory = try makeStore({ store in
+            for i in 0..<60 { try store.put("k\(i % 10)", (0..<200).map { _ in UInt8.random(in: 0...255) }) }
+        }, options: options)
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        try StoreFiles.flip(segment, at: 20)
+        let run = try ToolTests.cask(["compact", directory.path])
+        XCTAssertEqual(run.status, 65, run.out + run.err)
+        XCTAssertTrue(run.out.contains("damaged, left as it is: \(segment) bytes 0..<40: invalid segment header (header checksum mismatch); run 'cask recover \(directory.path)'"), run.out)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: segment))
+        XCTAssertFalse(try CaskStore.verify(at: directory.path).isClean)
+    }
+
+    /// Item 5: a segment's valid hint is used whether or not its header is damaged, so a damaged
+    /// record it lists reads as damage either way — never as the older value behind it.
+    func testAValidHintIsUsedBehindADamagedHeader() throws {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 4 << 10
+        func filler(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+        let directory = try makeStore({ store in
+            try store.put("k", Array("old".utf8))
+            for i in 0..<20 { try store.put("a\(i)", filler(300)) }
+            try store.put("k", Array("new value of k".utf8))
+            for i in 0..<20 { try store.put("b\(i)", filler(300)) }
+        }, options: options)
+        let ids = try StoreFiles.segmentIDs(in: directory.path)
+        let (id, record) = try XCTUnwrap(ids.lazy.compactMap { id in
+            try? StoreFiles.records(ofSegment: StoreFiles.segmentPath(directory.path, id)).first { $0.value == Array("new value of k".utf8) }.map { (id, $0) }
+        }.first)
+        XCTAssertNotEqual(id, ids.last, "the new value is in a sealed segment")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.hintPath(directory.path, id)))
+        let segment = StoreFiles.segmentPath(directory.path, id)
+        try StoreFiles.flip(segment, at: record.end - 1)
+        let hinted = ids.filter { FileManager.default.fileExists(atPath: StoreFiles.hintPath(directory.path, $0)) }.count
+        for damagedHeader in [false, true] {
+            if damagedHeader { try StoreFiles.flip(segment, at: 20) }
+            var readOnly = CaskStore.Options()
+            readOnly.readOnly = true
+            let store = try CaskStore.open(at: directory.path, options: readOnly)
+            XCTAssertEqual(store.recoveryReport.segmentsFromHints, hinted, "header damaged: \(damagedHeader)")
+            XCTAssertThrowsError(try store.get("k"), "header damaged: \(damagedHeader)") { error in
+                guard case CaskError.corruptRecord(let path, let offset, _) = error else { return XCTFail("\(error)") }
+                XCTAssertEqual(path, segment)
+                XCTAssertEqual(offset, Int64(record.offset))
+            }
+            try store.close()
+        }
+    }
 }

@@ -7,7 +7,7 @@ struct CompactCommand: Subcommand {
         name: "compact",
         abstract: "Rewrite the store without its overwritten and deleted records.",
         discussion: [
-            "Seals the active segment, then rewrites every segment that holds dead records, keeping only live ones, and deletes the old files. A crash at any moment leaves the store as it was before or after. Segments with damage are left alone ('cask verify' lists them); damage found while compacting is printed, the rest is compacted, and the exit status is 65 ('cask recover' repairs it).",
+            "Seals the active segment, then rewrites every segment that holds dead records, keeping only live ones, and deletes the old files. A crash at any moment leaves the store as it was before or after. Segments with damage are left alone: the damage opening the store found and the damage found while compacting are printed, the rest is compacted, and the exit status is 65 ('cask recover' repairs it).",
             "Takes the store's lock, so it refuses (exit 1) while another process has the store open. Shows progress on standard error (a bar on a terminal, plain lines otherwise) and prints the sizes before and after.",
         ],
         arguments: [StoreAccess.directoryArgument],
@@ -33,7 +33,8 @@ struct CompactCommand: Subcommand {
         var liveBytes: Int64
         var deadBytes: Int64
         var milliseconds: UInt64
-        /// Damage found in segments chosen for compaction, which were left as they are.
+        /// Damage the open found and damage found in segments chosen for compaction: the segments
+        /// that hold it were left as they are.
         var damage: [Damage]
     }
 
@@ -46,10 +47,13 @@ struct CompactCommand: Subcommand {
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForWriting(directory, createIfMissing: false, automaticCompaction: false)
+        // Damage the open found (its segments are never compacted), then what compacting finds.
+        var damage = store.recoveryReport.corruptRanges
         let before = try DiskUsage.bytes(of: directory)
         let progress = ProgressReporter(label: "compacting", output: output)
         let result = try CaskError.wrap { () throws(CaskError) in try store.compact { done, total in progress.update(done, of: total) } }
         progress.finish()
+        damage += result.damage
         let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
         try StoreAccess.close(store)
         let report = Report(
@@ -58,17 +62,17 @@ struct CompactCommand: Subcommand {
             recordsCopied: result.recordsCopied, recordsDropped: result.recordsDropped,
             keys: statistics.keys, liveBytes: statistics.liveBytes, deadBytes: statistics.deadBytes,
             milliseconds: result.milliseconds,
-            damage: result.damage.map { Damage(file: $0.file, offset: $0.offset, length: $0.length, reason: $0.reason) })
+            damage: damage.map { Damage(file: $0.file, offset: $0.offset, length: $0.length, reason: $0.reason) })
         if json {
             try output.json(report)
         } else {
             output.line("compacted \(report.segmentsCompacted) segments into \(report.segmentsWritten) in \(report.milliseconds) ms")
             output.line("records: \(report.recordsCopied) kept, \(report.recordsDropped) dropped; \(report.keys) keys")
             output.line("disk: \(DiskUsage.format(report.diskBytesBefore)) -> \(DiskUsage.format(report.diskBytesAfter))")
-            for range in result.damage {
+            for range in damage {
                 output.line("damaged, left as it is: \(range); run 'cask recover \(directory)'")
             }
         }
-        return result.damage.isEmpty ? .success : .dataError
+        return damage.isEmpty ? .success : .dataError
     }
 }

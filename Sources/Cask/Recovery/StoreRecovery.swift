@@ -194,7 +194,7 @@ package struct StoreRecovery {
         var settled: Int64?
         var hintCovers: Int64 = 0
         var lostTail: SegmentReader.Damage?
-        if hasHint, header != nil {
+        if hasHint {  // A hint names its segment itself: it is used behind a damaged header too.
             switch loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
             case .applied(let covered, let settledByHint):
                 if result.inconsistentHint != nil { return }
