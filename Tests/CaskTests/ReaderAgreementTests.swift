@@ -327,4 +327,27 @@ final class ReaderAgreementTests: XCTestCase {
             try store.close()
         }
     }
+
+    /// Item 4: a key whose expiry has passed is absent to every read, its record damaged or not
+    /// (`get` threw the damage while `keys()` and `export` left the key out).
+    func testAnExpiredKeyWithADamagedRecordIsAbsentToEveryRead() throws {
+        let directory = try makeStore { store in
+            try store.put(Array("gone".utf8), Array("an expired value".utf8), expiresAtMilliseconds: 1)
+            try store.put("kept", Array("v".utf8))
+        }
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        let record = try XCTUnwrap(StoreFiles.records(ofSegment: segment).first { $0.key == Array("gone".utf8) })
+        try StoreFiles.flip(segment, at: record.end - 1)
+        for useHint in [true, false] {
+            if !useHint { try StoreFiles.removeHints(in: directory.path) }
+            var options = CaskStore.Options()
+            options.readOnly = true
+            let store = try CaskStore.open(at: directory.path, options: options)
+            XCTAssertNil(try store.get("gone"), "hint: \(useHint)")
+            XCTAssertFalse(try store.contains("gone"))
+            XCTAssertEqual(try store.keys(), [Array("kept".utf8)])
+            XCTAssertEqual(try store.get("kept"), Array("v".utf8))
+            try store.close()
+        }
+    }
 }

@@ -202,7 +202,14 @@ extension CaskStore {
         } catch .corruptRecord {
             // Another key's entry with the same tag, or a damaged record: settle it exactly.
             guard let (location, file) = try locate(key: key, exactly: true) else { return nil }
-            return try withRecord(key: key, at: location, in: file, body)
+            do {
+                return try withRecord(key: key, at: location, in: file, body)
+            } catch .corruptRecord(let path, let offset, let reason) {
+                // A damaged record of a key whose expiry, as the index has it, has passed: the key
+                // is absent all the same, as `keys()`, `count` and `contains` have it (FORMAT.md).
+                if state.read({ !$0.expiries.isEmpty && $0.expiries.isExpired(key, now: Self.nowMilliseconds()) }) { return nil }
+                throw CaskError.corruptRecord(path: path, offset: offset, reason: reason)
+            }
         }
     }
 
