@@ -58,9 +58,18 @@ package struct StoreDirectory {
     /// directory, unreadable); a segment whose header cannot be read is left for its reader to report.
     package init(listing path: String, fileSystem: any FileSystem) throws(CaskError) {
         self.path = path
-        let names: [String]
-        do { names = try fileSystem.listDirectory(path) } catch {
-            throw CaskError.from(error, operation: "list directory", path: path, reading: true)
+        var names: [String]
+        var attempts = 0
+        while true {
+            do { names = try fileSystem.listDirectory(path) } catch {
+                throw CaskError.from(error, operation: "list directory", path: path, reading: true)
+            }
+            guard names.contains(CompactionManifest.fileName) else { break }
+            manifest = Self.readManifest(file(CompactionManifest.fileName), fileSystem: fileSystem)
+            // Gone since the listing: its compaction finished meanwhile (the manifest goes last), and
+            // the listing may still name the segments it removed. List again.
+            guard manifest == nil, attempts < 100 else { break }
+            attempts += 1
         }
         var segments: [UInt64] = [], hints: [UInt64] = []
         for name in names.sorted() {
@@ -73,9 +82,6 @@ package struct StoreDirectory {
             }
         }
         segments.sort()
-        if names.contains(CompactionManifest.fileName) {
-            manifest = Self.readManifest(file(CompactionManifest.fileName), fileSystem: fileSystem)
-        }
         if case .valid(let inputs) = manifest {
             let retired = Set(inputs)
             retiredIDs = segments.filter { retired.contains($0) }
@@ -120,7 +126,8 @@ package struct StoreDirectory {
     /// The largest manifest a compaction writes.
     private static let maxManifestLength = Int64(16 + CompactionManifest.maxInputs * 8 + 4)
 
-    private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) -> Manifest {
+    /// The manifest at `manifestPath`, or nil when it no longer exists.
+    private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) -> Manifest? {
         let bytes: [UInt8]
         do throws(Errno) {
             let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
@@ -131,6 +138,7 @@ package struct StoreDirectory {
             let count = try read.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
             bytes = Array(read[0..<count])
         } catch {
+            if error == .noEntry { return nil }
             return .invalid(reason: "unreadable compaction manifest (\(error)); ignored")
         }
         guard let inputs = bytes.withBytes({ CompactionManifest.decode($0) }) else {

@@ -51,6 +51,19 @@ package struct StoreRecovery {
     }
 
     package func run() throws(CaskError) -> Result {
+        // A read-only open beside a writer: a compaction may remove a listed segment before it is
+        // opened (its records are in outputs newer than the listing). Start again from a new listing.
+        var attempts = 0
+        while true {
+            do {
+                return try runOnce()
+            } catch .io(operation: "open", path: _, errno: .noEntry) where !writable && attempts < 100 {
+                attempts += 1
+            }
+        }
+    }
+
+    private func runOnce() throws(CaskError) -> Result {
         let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         if writable {
             for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
