@@ -47,6 +47,8 @@ final class ReaderAgreementTests: XCTestCase {
             if case .damage(let problem) = item { inspected.append("\(problem.kind.rawValue) \(name(problem.file))@\(problem.offset)+\(problem.length)") }
         }
         let repair = try CaskStore.repair(at: directory, dryRun: true)
+        // And the reader written from FORMAT.md alone agrees on what is live, with hints and without.
+        _ = try SecondReaderTests.compareReaders(directory, label: name(directory), line: line)
         return Readings(
             open: Set(recovery.corruptRanges.map { "\(name($0.file))@\($0.offset)+\($0.length)" }),
             verify: verification.problems.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" },

@@ -50,7 +50,7 @@ final class SecondReaderTests: XCTestCase {
         return nil
     }
 
-    func runPython(_ directory: String, hints: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> PythonOutput {
+    static func runPython(_ directory: String, hints: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> PythonOutput {
         guard let python = Self.findPython() else {
             XCTFail("python3 is not installed (not found on PATH): SecondReaderTests runs the independent format reader Tests/FormatReader/cask_reader.py with it. Install Python 3 (CI machines have it).", file: file, line: line)
             throw ReaderFailure(message: "python3 missing")
@@ -121,7 +121,7 @@ final class SecondReaderTests: XCTestCase {
         var report: RecoveryReport
     }
 
-    func readWithSwift(_ directory: String) throws -> SwiftOutput {
+    static func readWithSwift(_ directory: String) throws -> SwiftOutput {
         let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
         var result = SwiftOutput(report: store.recoveryReport)
         for key in try store.keys() {
@@ -136,7 +136,7 @@ final class SecondReaderTests: XCTestCase {
     }
 
     /// A copy of the store's segment (and, when `hints`, hint) files, so neither reader touches the original.
-    func copyStore(_ source: String, hints: Bool) throws -> TemporaryDirectory {
+    static func copyStore(_ source: String, hints: Bool) throws -> TemporaryDirectory {
         let copy = TemporaryDirectory("cask-second-reader-copy")
         for name in try FileManager.default.contentsOfDirectory(atPath: source)
         where name.hasSuffix(".cask") || name == CompactionManifest.fileName || (hints && name.hasSuffix(".hint")) {
@@ -151,12 +151,12 @@ final class SecondReaderTests: XCTestCase {
 
     /// Both readers on a copy of `source`, with hints and without; returns the two comparisons.
     @discardableResult
-    func compareReaders(_ source: String, label: String, file: StaticString = #filePath, line: UInt = #line) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
+    static func compareReaders(_ source: String, label: String, file: StaticString = #filePath, line: UInt = #line) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
         var results: [(python: PythonOutput, swift: SwiftOutput)] = []
         for hints in [true, false] {
-            let copy = try copyStore(source, hints: hints)
-            let python = try runPython(copy.path, hints: hints, file: file, line: line)
-            let swift = try readWithSwift(copy.path)
+            let copy = try Self.copyStore(source, hints: hints)
+            let python = try Self.runPython(copy.path, hints: hints, file: file, line: line)
+            let swift = try Self.readWithSwift(copy.path)
             let what = "\(label), \(hints ? "with" : "without") hints"
             XCTAssertEqual(python.order, python.order.sorted { $0.lexicographicallyPrecedes($1) }, "\(what): keys not sorted by bytes", file: file, line: line)
             XCTAssertEqual(python.order.count, Set(python.order).count, "\(what): a key printed twice", file: file, line: line)
@@ -186,7 +186,7 @@ final class SecondReaderTests: XCTestCase {
     func testGoldenFixture() throws {
         let expectedStore = TemporaryDirectory("cask-second-reader-golden")
         let expected = try GoldenFixtureTests.write(into: expectedStore.path)
-        let results = try compareReaders(Self.fixture, label: "golden fixture")
+        let results = try Self.compareReaders(Self.fixture, label: "golden fixture")
         for (python, swift) in results {
             XCTAssertTrue(swift.report.isClean, "\(swift.report)")
             XCTAssertTrue(python.damaged.isEmpty && !python.tornTail, "\(python.summary)")
@@ -276,7 +276,7 @@ final class SecondReaderTests: XCTestCase {
         let hintCount = files.filter { $0.hasSuffix(".hint") }.count
         XCTAssertGreaterThan(segmentCount, 20, "expected many segments")
         XCTAssertGreaterThan(hintCount, 10, "expected hints")
-        let results = try compareReaders(directory.path, label: "random store")
+        let results = try Self.compareReaders(directory.path, label: "random store")
         for (python, swift) in results {
             XCTAssertTrue(swift.report.isClean, "\(swift.report)")
             XCTAssertTrue(python.damaged.isEmpty && !python.tornTail, "\(python.summary)")
@@ -308,7 +308,7 @@ final class SecondReaderTests: XCTestCase {
         try store.put([0xC0], [1, 2, 3])  // appended to the active segment, whose id is below the outputs'
         model[[0xC0]] = [1, 2, 3]
         try store.close()
-        for (python, swift) in try compareReaders(directory.path, label: "compacted store") {
+        for (python, swift) in try Self.compareReaders(directory.path, label: "compacted store") {
             XCTAssertTrue(python.damaged.isEmpty && !python.tornTail, "\(python.summary)")
             XCTAssertEqual(python.values, model)
             XCTAssertEqual(swift.values, model)
@@ -325,7 +325,7 @@ final class SecondReaderTests: XCTestCase {
             try FileManager.default.copyItem(atPath: before.appending(SegmentName.segment(id)), toPath: directory.appending(SegmentName.segment(id)))
         }
         try Data(CompactionManifest.encode(inputs: replaced)).write(to: URL(fileURLWithPath: directory.appending(CompactionManifest.fileName)))
-        for (python, swift) in try compareReaders(directory.path, label: "interrupted compaction") {
+        for (python, swift) in try Self.compareReaders(directory.path, label: "interrupted compaction") {
             XCTAssertTrue(python.damaged.isEmpty, "\(python.summary)")
             XCTAssertEqual(python.values, model, "the Python reader read segments the manifest retired")
             XCTAssertEqual(swift.values, model)
@@ -335,7 +335,7 @@ final class SecondReaderTests: XCTestCase {
         let after = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
         XCTAssertFalse(after.contains(CompactionManifest.fileName))
         XCTAssertTrue(replaced.allSatisfy { !after.contains(SegmentName.segment($0)) })
-        for (python, swift) in try compareReaders(directory.path, label: "after finishing") {
+        for (python, swift) in try Self.compareReaders(directory.path, label: "after finishing") {
             XCTAssertEqual(python.values, model)
             XCTAssertEqual(swift.values, model)
         }
@@ -381,7 +381,7 @@ final class SecondReaderTests: XCTestCase {
         let length = try handle.seekToEnd()
         try handle.truncate(atOffset: length - 3)
         try handle.close()
-        for (python, swift) in try compareReaders(directory.path, label: "torn \(last)") {
+        for (python, swift) in try Self.compareReaders(directory.path, label: "torn \(last)") {
             let torn = try XCTUnwrap(python.summary["torn_tail"] as? [String: Any], "\(python.summary)")
             XCTAssertEqual(torn["file"] as? String, last)
             XCTAssertEqual(torn["end"] as? Int, Int(length) - 3)
@@ -407,7 +407,7 @@ final class SecondReaderTests: XCTestCase {
             try StoreFiles.truncate(path, to: length)
             try StoreFiles.append(path, [UInt8](repeating: 0, count: zeros))
             let reserved = zeros <= 2 << 20
-            for (python, swift) in try compareReaders(directory.path, label: "\(zeros) zeros after \(last)") {
+            for (python, swift) in try Self.compareReaders(directory.path, label: "\(zeros) zeros after \(last)") {
                 XCTAssertEqual(!python.tornTail && python.damaged.isEmpty, reserved, "\(zeros) zeros: \(python.summary)")
                 XCTAssertEqual(swift.report.isClean, reserved, "\(zeros) zeros: \(swift.report)")
             }
@@ -419,7 +419,7 @@ final class SecondReaderTests: XCTestCase {
         try StoreFiles.truncate(path, to: torn.offset + torn.length / 2)
         try StoreFiles.append(path, [UInt8](repeating: 0, count: 5_000))
         XCTAssertEqual(length, torn.offset + torn.length)
-        for (python, swift) in try compareReaders(directory.path, label: "torn before reserved \(last)") {
+        for (python, swift) in try Self.compareReaders(directory.path, label: "torn before reserved \(last)") {
             let tail = try XCTUnwrap(python.summary["torn_tail"] as? [String: Any], "\(python.summary)")
             XCTAssertEqual(tail["start"] as? Int, torn.offset)
             let range = try XCTUnwrap(swift.report.corruptRanges.last, "\(swift.report)")
@@ -448,7 +448,7 @@ final class SecondReaderTests: XCTestCase {
     /// hints both scan that segment and must report the same single damaged range around the byte.
     @discardableResult
     func checkDamage(_ directory: String, victim: String, offset: Int, label: String, file: StaticString = #filePath, line: UInt = #line) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
-        let results = try compareReaders(directory, label: "damaged \(label)", file: file, line: line)
+        let results = try Self.compareReaders(directory, label: "damaged \(label)", file: file, line: line)
         let (python, swift) = results[1]
         let pythonRanges = python.damaged.filter { $0.file == victim }
         let swiftRanges = swift.report.corruptRanges.filter { URL(fileURLWithPath: $0.file).lastPathComponent == victim }

@@ -313,6 +313,17 @@ class HintEntry:
     __slots__ = ("type", "flags", "seq", "record_length", "value_length", "key", "expires_at", "offset")
 
 
+def commit_count(data, r):
+    """The member count a batch commit record's value states: a varint filling the value exactly,
+    else -1 (which no batch has)."""
+    start = r.offset + r.length - r.value_length
+    try:
+        count, end = read_varint(data, start, r.offset + r.length)
+    except Invalid:
+        return -1
+    return count if end == r.offset + r.length else -1
+
+
 def parse_compaction_manifest(data):
     """The segment ids a compaction manifest lists, or None when it is not valid."""
     if len(data) < 20 or data[:8] != b"CASKCMP\x00" or struct.unpack_from("<H", data, 8)[0] != 1:
@@ -465,9 +476,9 @@ class Reader:
                 self.damage("COMPACTION", 0, 0, "invalid compaction manifest; ignored")
             else:
                 segment_ids = [i for i in segment_ids if i not in replaced]
-        for segment_id in segment_ids:
-            if not 1 <= segment_id <= MAX_SEGMENT_ID:
-                raise InvalidStore("%010d.cask: segment id %d outside 1 ..= %d" % (segment_id, segment_id, MAX_SEGMENT_ID))
+        # Strays ("The store directory"): a segment name with an id out of range is ignored.
+        self.summary["ignored"] = sorted("%010d.cask" % i for i in segment_ids if not 1 <= i <= MAX_SEGMENT_ID)
+        segment_ids = [i for i in segment_ids if 1 <= i <= MAX_SEGMENT_ID]
         hint_names = set(n for n in names if HINT_NAME.match(n))
         self.summary["segments"] = len(segment_ids)
         active = self.active_segment(segment_ids)
@@ -519,6 +530,7 @@ class Reader:
                 self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header says id %d" % header_id)
         start = SEGMENT_HEADER_LENGTH
         self.pending = []  # batch members waiting for their commit record (FORMAT.md, "Batches")
+        self.settled_end = SEGMENT_HEADER_LENGTH  # where the last record that is not a member ends
         hint_name = "%010d.hint" % segment_id
         if self.use_hints and hint_name in hint_names:
             with open(os.path.join(self.directory, hint_name), "rb") as f:
@@ -527,6 +539,13 @@ class Reader:
                 covered, entries = parse_hint(hint, segment_id, len(data))
             except Invalid as error:
                 self.summary["hints_ignored"].append({"file": hint_name, "reason": str(error)})
+                # Rule 5, lost tails: a hint whose header holds and covers more than the segment.
+                if len(hint) >= HINT_HEADER_LENGTH and hint[0:8] == HINT_MAGIC \
+                        and crc32c(hint, 0, 44) == struct.unpack_from("<I", hint, 44)[0] \
+                        and struct.unpack_from("<Q", hint, 16)[0] == segment_id:
+                    covered = struct.unpack_from("<Q", hint, 24)[0]
+                    if covered > len(data):
+                        self.damage(name, len(data), covered, "the segment lost its tail")
             else:
                 self.summary["hints_used"].append(hint_name)
                 for e in entries:
@@ -539,7 +558,12 @@ class Reader:
             # A batch whose commit record never came: never applied.
             first = min(m[6] for m in self.pending)
             end = max(m[6] + m[7] for m in self.pending)
-            if last:
+            damage_after = any(d["file"] == name and d["end"] > first for d in self.summary["damaged"])
+            if last and first >= self.settled_end and not damage_after:
+                # Nothing but them (and a torn tail) after the first of them: the torn tail.
+                tail = self.summary["torn_tail"]
+                if tail is not None and tail["file"] == name:
+                    end = tail["end"]
                 self.summary["torn_tail"] = {"file": name, "start": first, "end": end, "reason": "batch without its commit record"}
             else:
                 self.damage(name, first, end, "batch without its commit record")
@@ -572,8 +596,10 @@ class Reader:
                 self.damage(name, damage_start, pos, reason)
                 if r is None:
                     return
+            self.commit_count = commit_count(data, r) if r.type == TYPE_BATCH else None
             self.receive(r.key, r.seq, r.type, r.flags, r.expires_at, segment_id, r.offset, r.length,
                          r.value_length, False)
+            self.commit_count = None
             self.summary["records_scanned"] += 1
             pos += r.length
 
@@ -588,12 +614,25 @@ class Reader:
             first = struct.unpack("<Q", bytes(key))[0]
             committed = [m for m in self.pending if first <= m[1] < seq]
             self.pending = [m for m in self.pending if not first <= m[1] < seq]
-            for m in committed:
-                self.apply(*m)
+            # Applied only when whole ("Batches"): a member of every seq first ..< seq. (A hint
+            # entry holds no value; the count in a scanned commit's value is checked by its caller.)
+            whole = first < seq and len(committed) == seq - first and len(set(m[1] for m in committed)) == len(committed)
+            if whole and getattr(self, "commit_count", None) not in (None, seq - first):
+                whole = False
+            if whole:
+                for m in committed:
+                    self.apply(*m)
+            else:
+                name = "%010d.cask" % segment_id
+                for m in committed:
+                    self.damage(name, m[6], m[6] + m[7], "member of an incomplete batch")
+                self.damage(name, offset, offset + length, "commit record of an incomplete batch")
         elif flags & FLAG_BATCH:
             self.pending.append(args)
+            return
         else:
             self.apply(*args)
+        self.settled_end = offset + length
 
     def apply(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
         current = self.index.get(key)
