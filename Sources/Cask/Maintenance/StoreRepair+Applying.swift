@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Applying a plan: each step durable before the next.
+extension StoreRepair {
+    // MARK: Applying
+
+    func apply(_ plan: inout Plan, progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) {
+        for (name, syncAfter) in plan.removals {
+            do throws(Errno) {
+                do { try fileSystem.unlink(path(name)) } catch where error == .noEntry {}
+                if syncAfter { try fileSystem.syncDirectory(directory) }
+            } catch {
+                throw CaskError.from(error, operation: "remove", path: path(name))
+            }
+        }
+        var meter = RepairMeter(phase: .repairing, total: 0, report: progress)
+        for repair in plan.segments {
+            if let rewrite = repair.rewrite { meter.total += rewrite.pieces.reduce(Int64(SegmentHeader.length)) { $0 + $1.length } }
+        }
+        meter.report(0)
+        for repair in plan.segments {
+            let segmentPath = path(SegmentName.segment(repair.id))
+            let hintPath = path(SegmentName.hint(repair.id))
+            if repair.rewrite != nil || repair.truncateTo != nil, repair.hintChange != nil {
+                // A hint must never describe the old layout of a segment that has a new one.
+                do throws(Errno) {
+                    try fileSystem.unlink(hintPath)
+                    try fileSystem.syncDirectory(directory)
+                } catch {
+                    throw CaskError.from(error, operation: "remove", path: hintPath)
+                }
+            }
+            if let length = repair.truncateTo {
+                do throws(Errno) {
+                    let fd = try fileSystem.open(segmentPath, flags: O_RDWR, mode: 0)
+                    defer { fileSystem.close(fd) }
+                    try fileSystem.ftruncate(fd, length: length)
+                    try fileSystem.fdatasync(fd)
+                } catch {
+                    throw CaskError.from(error, operation: "truncate", path: segmentPath)
+                }
+            }
+            if let rewrite = repair.rewrite {
+                try self.rewrite(segmentPath, header: rewrite.header, pieces: rewrite.pieces, meter: &meter)
+            }
+            if let index = repair.hintChange {
+                plan.report.changes[index].bytesAfter = try rebuildHint(repair.id)
+            }
+        }
+        meter.finish()
+    }
+
+    /// Writes the repaired segment as `<segment>.tmp`, syncs it, renames it over the segment and
+    /// syncs the directory: a crash leaves the old segment or the new one, never a mix.
+    func rewrite(_ segmentPath: String, header: SegmentHeader, pieces: [Piece], meter: inout RepairMeter) throws(CaskError) {
+        let temporary = segmentPath + ".tmp"
+        do throws(Errno) {
+            let source = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0)
+            defer { fileSystem.close(source) }
+            let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            var isOpen = true
+            defer { if isOpen { fileSystem.close(output) } }
+            do throws(Errno) {
+                try header.encoded().withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: 0) }
+                var position = Int64(SegmentHeader.length)
+                meter.advance(by: position)
+                for piece in pieces {
+                    switch piece {
+                    case .copy(let offset, let length):
+                        try copy(from: source, at: offset, length: length, to: output, at: position, meter: &meter)
+                    case .bytes(let bytes):
+                        try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: position) }
+                        meter.advance(by: Int64(bytes.count))
+                    }
+                    position += piece.length
+                }
+                try fileSystem.fdatasync(output)
+                fileSystem.close(output)
+                isOpen = false
+                try fileSystem.rename(temporary, to: segmentPath)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                try? fileSystem.unlink(temporary)
+                throw error
+            }
+        } catch {
+            throw CaskError.from(error, operation: "rewrite segment", path: segmentPath)
+        }
+    }
+
+    /// Writes the hint file of a segment from a scan of it; returns the hint file's size.
+    func rebuildHint(_ id: UInt64) throws(CaskError) -> Int64 {
+        let segmentPath = path(SegmentName.segment(id))
+        let fd: Int32
+        let length: Int64
+        do throws(Errno) {
+            fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0)
+            do { length = try fileSystem.fileSize(fd) } catch {
+                fileSystem.close(fd)
+                throw error
+            }
+        } catch {
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
+        }
+        // The file object owns the descriptor from here, and closes it.
+        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem)
+        switch try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) {
+        case .written:
+            return try size(of: SegmentName.hint(id))
+        case .skippedCorrupt, .skippedRetired:
+            throw CaskError.corruptFile(path: segmentPath, reason: "still damaged after its repair; no hint file written")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// The backup a repair makes of every file it will change, before changing any.
+extension StoreRepair {
+    // MARK: Backing up
+
+    static func trimmingSlashes(_ path: String) -> String {
+        var trimmed = path
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        return trimmed
+    }
+
+    /// `<parent>/<store>.cask-backup-<UTC time>`, next to the store directory, numbered if taken.
+    func defaultBackupDirectory() -> String {
+        var components: [Substring] = []
+        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+        for component in absolute.split(separator: "/") {
+            switch component {
+            case ".": continue
+            case "..": _ = components.popLast()
+            default: components.append(component)
+            }
+        }
+        let name = components.popLast().map(String.init) ?? "store"
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let stamp = "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+        let base = "/" + components.joined(separator: "/") + (components.isEmpty ? "" : "/") + "\(name).cask-backup-\(stamp)"
+        var candidate = base
+        var number = 2
+        while fileSystem.isDirectory(candidate) != nil {
+            candidate = "\(base)-\(number)"
+            number += 1
+        }
+        return candidate
+    }
+
+    /// Copies `names` from the store directory into `backup` (created, or empty), durably.
+    func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) {
+        do throws(Errno) {
+            switch fileSystem.isDirectory(backup) {
+            case .some(true):
+                guard try fileSystem.listDirectory(backup).isEmpty else { throw Errno.exists }
+            case .some(false):
+                throw Errno.notDirectory
+            case .none:
+                try fileSystem.makeDirectory(backup, mode: 0o700)
+                try fileSystem.syncDirectory(CaskStore.parent(of: backup))
+            }
+        } catch {
+            let why = error == .exists ? " (it must be new or empty)" : ""
+            throw CaskError.io(operation: "create backup directory\(why)", path: backup, errno: error)
+        }
+        var meter = RepairMeter(phase: .backingUp, total: 0, report: progress)
+        for name in names { meter.total += (try? size(of: name)) ?? 0 }
+        meter.report(0)
+        for name in names {
+            let target = backup + "/" + name
+            do throws(Errno) {
+                let source = try fileSystem.open(path(name), flags: O_RDONLY, mode: 0)
+                defer { fileSystem.close(source) }
+                let output = try fileSystem.open(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+                defer { fileSystem.close(output) }
+                let length = try fileSystem.fileSize(source)
+                try copy(from: source, at: 0, length: length, to: output, at: 0, meter: &meter)
+                try fileSystem.fdatasync(output)
+            } catch {
+                throw CaskError.from(error, operation: "back up \(path(name)) to", path: target)
+            }
+        }
+        meter.finish()
+        do { try fileSystem.syncDirectory(backup) } catch {
+            throw CaskError.from(error, operation: "sync backup directory", path: backup)
+        }
+    }
+
+    /// Copies `length` bytes in chunks of 1 MiB; a source shorter than that is an I/O error.
+    func copy(from source: Int32, at offset: Int64, length: Int64, to output: Int32, at outputOffset: Int64, meter: inout RepairMeter) throws(Errno) {
+        var done: Int64 = 0
+        while done < length {
+            var chunk = [UInt8](repeating: 0, count: Int(min(1 << 20, length - done)))
+            let read = try chunk.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(source, into: raw, at: offset + done) }
+            guard read == chunk.count else { throw Errno.ioError }
+            try chunk.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: outputOffset + done) }
+            done += Int64(read)
+            meter.advance(by: Int64(read))
+        }
+    }
+}

@@ -1,0 +1,173 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Deciding, from what was read, what each segment becomes: no I/O.
+extension StoreRepair {
+    // MARK: Deciding
+
+    /// One record of the repaired segment, in file order.
+    struct Item {
+        var offset: Int64
+        var length: Int64
+        var type: RecordType
+        var flags: UInt8
+        var seq: UInt64
+        var batchFirstSeq: UInt64
+        /// Nil: copied from the old segment; else the rebuilt bytes.
+        var rebuilt: [UInt8]?
+        var dropReason: String?
+    }
+
+    func planSegment(_ segment: SegmentAnalysis, nextSeq: UInt64, into plan: inout Plan) {
+        var items = segment.records.map { record in
+            Item(offset: record.offset, length: record.length, type: record.type, flags: record.flags, seq: record.seq,
+                 batchFirstSeq: record.batchFirstSeq, dropReason: record.payloadProblem)
+        }
+        var lost = segment.suspected
+        for entry in segment.hinted {
+            if let bytes = Self.rebuild(entry) {
+                items.append(Item(offset: entry.offset, length: entry.length, type: entry.type, flags: entry.flags, seq: entry.seq,
+                                  batchFirstSeq: entry.type == .batch ? Self.littleEndian(entry.key) : 0, rebuilt: bytes))
+            } else {
+                lost.append(.init(file: segment.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: entry.key, verified: true))
+            }
+        }
+        items.sort { $0.offset < $1.offset }
+
+        // Records of a batch that never completed were never applied (the reader says which), and go
+        // — unless the hint rebuilt the commit record that completes it.
+        let unapplied = segment.corrupt.filter { $0.kind == .uncommittedBatch }
+        let rebuiltBatches = items.filter { $0.rebuilt != nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
+        for index in items.indices where items[index].dropReason == nil && items[index].rebuilt == nil {
+            let item = items[index]
+            guard unapplied.contains(where: { $0.contains(item.offset, length: item.length) }),
+                  !rebuiltBatches.contains(where: { $0.contains(item.seq) }) else { continue }
+            items[index].dropReason = item.type == .batch
+                ? "the commit record of a batch whose members are not all there (never applied)"
+                : "a member of a batch without its commit record (never applied)"
+        }
+
+        var dropped = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.map { range in
+            RepairReport.DroppedRange(
+                offset: range.offset, length: range.length,
+                reason: (range.kind == .tornTail ? "torn write at the end of the active segment: " : "damaged: ") + range.reason)
+        }
+        var pieces: [Piece] = []
+        var recordsDropped = 0, recordsRestored = 0
+        for item in items {
+            if let reason = item.dropReason {
+                dropped.append(.init(offset: item.offset, length: item.length, reason: "\(item.type) record, seq \(item.seq): \(reason)"))
+                recordsDropped += 1
+            } else if let bytes = item.rebuilt {
+                pieces.append(.bytes(bytes))
+                recordsRestored += 1
+            } else if case .copy(let offset, let length)? = pieces.last, offset + length == item.offset {
+                pieces[pieces.count - 1] = .copy(offset: offset, length: length + item.length)
+            } else {
+                pieces.append(.copy(offset: item.offset, length: item.length))
+            }
+        }
+        dropped.sort { $0.offset < $1.offset }
+
+        // The header.
+        var header: SegmentHeader
+        var headerProblem: String?
+        switch segment.header {
+        case .success(let decoded):
+            header = SegmentHeader(segmentID: segment.id, baseSeq: decoded.baseSeq)
+            if decoded.segmentID != segment.id {
+                headerProblem = "its header names segment \(decoded.segmentID)"
+            }
+        case .failure(let problem):
+            // No record in a segment has a seq below its base seq.
+            let lowest = items.filter { $0.dropReason == nil }.map(\.seq).min()
+            header = SegmentHeader(segmentID: segment.id, baseSeq: lowest ?? nextSeq)
+            headerProblem = segment.headerReason ?? "invalid segment header (\(problem.explanation))"
+        }
+
+        let changesSegment = headerProblem != nil || !dropped.isEmpty || recordsRestored > 0
+        var repair = SegmentRepair(id: segment.id)
+        if changesSegment {
+            let newLength = pieces.reduce(Int64(SegmentHeader.length)) { total, piece in
+                switch piece {
+                case .copy(_, let length): total + length
+                case .bytes(let bytes): total + Int64(bytes.count)
+                }
+            }
+            var change = RepairReport.Change(
+                kind: .rewriteSegment, file: segment.path, bytesBefore: segment.length, bytesAfter: newLength,
+                droppedRanges: dropped, recordsDropped: recordsDropped, recordsRestored: recordsRestored, reason: "")
+            let isPrefix: Bool = switch pieces.count {
+            case 0: true
+            case 1: if case .copy(Int64(SegmentHeader.length), _) = pieces[0] { true } else { false }
+            default: false
+            }
+            if headerProblem == nil && isPrefix {
+                change.kind = .truncateSegment
+                change.reason = segment.corrupt.last?.kind == .tornTail
+                    ? "cut the torn tail of the active segment (a write a crash interrupted)"
+                    : "cut the damaged end of the segment"
+                repair.truncateTo = newLength
+            } else {
+                var reasons: [String] = []
+                if let headerProblem { reasons.append("\(headerProblem); written anew with base seq \(header.baseSeq)") }
+                let ranges = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.count
+                if ranges > 0 { reasons.append("\(ranges) damaged range\(ranges == 1 ? "" : "s") dropped, every intact record kept byte for byte") }
+                if recordsDropped > 0 { reasons.append("\(recordsDropped) unreadable or never applied record\(recordsDropped == 1 ? "" : "s") dropped") }
+                change.reason = reasons.joined(separator: "; ")
+                repair.rewrite = (header, pieces)
+            }
+            plan.report.changes.append(change)
+            plan.backupFiles.append(SegmentName.segment(segment.id))
+        }
+        plan.report.lostRecords += lost
+
+        if segment.hasHint && (changesSegment || segment.hintProblem != nil) {
+            let hintName = SegmentName.hint(segment.id)
+            let hintPath = path(hintName)
+            let before = (try? size(of: hintName)) ?? 0
+            repair.hintChange = plan.report.changes.count
+            plan.report.changes.append(.init(
+                kind: .rebuildHint, file: hintPath, bytesBefore: before, bytesAfter: nil,
+                reason: changesSegment ? "its segment changes" : "invalid: \(segment.hintProblem ?? "")"))
+            plan.backupFiles.append(hintName)
+        }
+        if repair.rewrite != nil || repair.truncateTo != nil || repair.hintChange != nil { plan.segments.append(repair) }
+    }
+
+    /// The bytes of a record a hint entry describes completely — a delete or a batch commit — or nil.
+    static func rebuild(_ entry: HintedRecord) -> [UInt8]? {
+        var value: [UInt8] = []
+        switch entry.type {
+        case .put:
+            return nil
+        case .delete:
+            guard entry.valueLength == 0 else { return nil }
+        case .batch:
+            // A commit record's value is its batch's member count, which its key and seq give.
+            let first = littleEndian(entry.key)
+            guard entry.key.count == 8, first < entry.seq else { return nil }
+            var count = entry.seq - first
+            repeat {
+                value.append(UInt8(count & 0x7F) | (count >= 0x80 ? 0x80 : 0))
+                count >>= 7
+            } while count > 0
+            guard value.count == entry.valueLength else { return nil }
+        }
+        var buffer = ByteBuffer(capacity: Limits.maxRecordHeaderLength + entry.key.count + value.count)
+        entry.key.withBytes { key in
+            value.withBytes { value in
+                _ = RecordEncoder().append(
+                    type: entry.type, seq: entry.seq, key: key, value: value, expiresAt: nil,
+                    batchMember: entry.flags & RecordFlags.batchMember != 0, to: &buffer)
+            }
+        }
+        let bytes = buffer.copyBytes()
+        guard Int64(bytes.count) == entry.length,
+              case .success(let header) = bytes.withBytes({ RecordHeader.validate($0) }),
+              header.type == entry.type, header.flags == entry.flags, header.seq == entry.seq else { return nil }
+        return bytes
+    }
+}

@@ -1,0 +1,209 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Reading one segment and its hint for a repair, through the one reader (``SegmentReader``).
+extension StoreRepair {
+    // MARK: Reading a segment
+
+    /// A valid record as the scan found it (its bytes stay on disk).
+    struct ScannedRecord {
+        var offset: Int64
+        var length: Int64
+        var type: RecordType
+        var flags: UInt8
+        var seq: UInt64
+        var valueLength: Int
+        var expiresAt: UInt64?
+        var key: [UInt8]
+        /// For a batch commit record: the first seq of its batch.
+        var batchFirstSeq: UInt64
+        /// Why the record cannot be read although its checksum holds (a value that does not decompress).
+        var payloadProblem: String?
+    }
+
+    /// A hint file entry for a record inside a damaged range.
+    struct HintedRecord {
+        var offset: Int64
+        var length: Int64
+        var type: RecordType
+        var flags: UInt8
+        var seq: UInt64
+        var valueLength: Int
+        var key: [UInt8]
+    }
+
+    struct SegmentAnalysis {
+        var id: UInt64
+        var path: String
+        var length: Int64
+        var header: Result<SegmentHeader, SegmentHeader.Problem>
+        var records: [ScannedRecord] = []
+        var corrupt: [SegmentReader.Damage] = []
+        var hasHint: Bool
+        /// Nil when the hint file is valid and agrees with the segment record for record.
+        var hintProblem: String?
+        /// Entries of a hint file that agrees with every intact record, for records inside damaged ranges.
+        var hinted: [HintedRecord] = []
+        /// Records that damaged ranges no trusted hint describes appear to have held (unverified).
+        var suspected: [RepairReport.LostRecord] = []
+        /// One more than the highest seq the segment holds or had, at least its header's base seq.
+        var nextSeq: UInt64 = 1
+        /// Why the header is invalid, as the reader put it.
+        var headerReason: String?
+    }
+
+    func analyseSegment(_ id: UInt64, of listing: StoreDirectory, meter: inout RepairMeter) throws(CaskError) -> SegmentAnalysis {
+        let segmentPath = listing.segmentPath(id)
+        var analysis = SegmentAnalysis(id: id, path: segmentPath, length: 0, header: .failure(.tooShort), hasHint: listing.hintedIDs.contains(id))
+        var records: [ScannedRecord] = []
+        let start = meter.done
+        let read = try SegmentReader.read(
+            segment: id, of: listing, fileSystem: fileSystem,
+            onOpen: { length, header in
+                analysis.length = length
+                if let header { analysis.header = .success(header) }
+            },
+            onRecord: { offset, header, bytes in
+                let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
+                records.append(ScannedRecord(
+                    offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
+                    valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
+                    batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
+                    payloadProblem: StoreVerifier.payloadProblem(header, bytes)))
+                meter.advance(to: start + offset + Int64(header.recordLength))
+            })
+        guard let outcome = read else {
+            throw CaskError.io(operation: "open", path: segmentPath, errno: .noEntry)
+        }
+        meter.advance(to: start + analysis.length, force: true)
+        if case .failure = analysis.header, let damage = outcome.damage.first, damage.kind != .tornTail {
+            analysis.header = .failure(.badChecksum)
+            analysis.headerReason = damage.reason
+        }
+        analysis.records = records
+        // Damage other than the header's: the header is judged by itself below.
+        analysis.corrupt = outcome.damage.filter { $0.kind != .segmentHeader }
+        if case .success(let header) = analysis.header { analysis.nextSeq = header.baseSeq }
+        for record in records { analysis.nextSeq = max(analysis.nextSeq, record.seq + 1) }
+
+        if analysis.hasHint { checkHint(&analysis) }
+        for entry in analysis.hinted { analysis.nextSeq = max(analysis.nextSeq, entry.seq + 1) }
+        // What a damaged range held, when no trusted hint says: not for a torn tail (a write a crash
+        // interrupted before it was acknowledged), nor for a batch never applied.
+        let fd: Int32
+        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
+        }
+        defer { fileSystem.close(fd) }
+        for range in analysis.corrupt where range.kind == .record && !analysis.hinted.contains(where: { range.contains($0.offset) }) {
+            if range.offset >= analysis.length { continue }  // A lost tail: the hint names what it held.
+            if let suspect = try suspectedRecord(in: range, fd: fd, path: segmentPath) { analysis.suspected.append(suspect) }
+        }
+        return analysis
+    }
+
+    /// A u64 from up to 8 little-endian bytes.
+    static func littleEndian(_ bytes: some Collection<UInt8>) -> UInt64 {
+        bytes.prefix(8).enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+    }
+
+    /// Compares the segment's hint file with the scan. A hint that lists every intact record exactly
+    /// (and nothing else outside the damaged ranges) is trusted for the records it lists inside them.
+    func checkHint(_ analysis: inout SegmentAnalysis) {
+        let hintPath = path(SegmentName.hint(analysis.id))
+        // The bound recovery and verify apply before reading a hint into memory.
+        // A hint that describes more than the segment holds (its tail lost) is read as far as it
+        // goes: its entries past the segment's end name the records lost.
+        let described = max(analysis.length, declaredCoverage(hintPath, segmentID: analysis.id) ?? 0)
+        let bytes: [UInt8]?
+        do { bytes = try readAll(hintPath, limit: 2 * described + Int64(HintFile.maxBlockLength)) } catch {
+            analysis.hintProblem = "cannot read: \(error)"
+            return
+        }
+        guard let bytes, bytes.count >= HintFile.headerLength else {
+            analysis.hintProblem = "hint file is too short or too long for its segment"
+            return
+        }
+        var lostTail: [RepairReport.LostRecord] = []
+        var byOffset: [Int64: Int] = [:]
+        for (index, record) in analysis.records.enumerated() { byOffset[record.offset] = index }
+        var mismatch: String?
+        var listed = 0
+        var hinted: [HintedRecord] = []
+        let records = analysis.records, corrupt = analysis.corrupt
+        let summary = bytes.withBytes { raw in
+            HintFile.forEachEntry(in: raw, segmentID: analysis.id, segmentLength: described) { entry in
+                guard mismatch == nil else { return }
+                if entry.offset + Int64(entry.recordLength) > analysis.length {
+                    lostTail.append(.init(
+                        file: analysis.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: Array(entry.key), verified: true))
+                } else if let index = byOffset[entry.offset] {
+                    let record = records[index]
+                    if record.type != entry.type || record.flags != entry.flags || record.seq != entry.seq
+                        || record.length != Int64(entry.recordLength) || record.valueLength != entry.valueLength
+                        || record.expiresAt != entry.expiresAt || !record.key.elementsEqual(entry.key) {
+                        mismatch = "the entry for the record at offset \(entry.offset) differs from it"
+                    }
+                    listed += 1
+                } else if corrupt.contains(where: { $0.contains(entry.offset, length: Int64(entry.recordLength)) }) {
+                    hinted.append(HintedRecord(
+                        offset: entry.offset, length: Int64(entry.recordLength), type: entry.type, flags: entry.flags,
+                        seq: entry.seq, valueLength: entry.valueLength, key: Array(entry.key)))
+                } else {
+                    mismatch = "the hint lists a record at offset \(entry.offset) that the segment does not hold"
+                }
+            }
+        }
+        guard let summary else {
+            analysis.hintProblem = "hint file fails validation (header, block checksum or entry encoding), or describes more than the segment's \(analysis.length) bytes"
+            return
+        }
+        if mismatch == nil && listed != records.filter({ $0.offset < summary.coveredLength }).count {
+            mismatch = "the segment has records that the hint does not list"
+        }
+        if let mismatch {
+            analysis.hintProblem = mismatch
+        } else {
+            analysis.hinted = hinted
+            if !hinted.isEmpty { analysis.hintProblem = "the hint lists records in damaged ranges" }
+            if !lostTail.isEmpty {
+                // The segment lost its end: name every record the hint says was there.
+                analysis.suspected += lostTail
+                analysis.hintProblem = "it describes \(summary.coveredLength) bytes of a segment that holds \(analysis.length): the \(lostTail.count) record\(lostTail.count == 1 ? "" : "s") it lists past the end were lost"
+            }
+        }
+    }
+
+    /// The covered length a hint file's header declares (checksum valid, for this segment), if any.
+    func declaredCoverage(_ hintPath: String, segmentID: UInt64) -> Int64? {
+        guard let header = try? readPrefix(hintPath, count: HintFile.headerLength),
+              let summary = header.withBytes({ HintFile.declaredSummary($0) }), summary.segmentID == segmentID else { return nil }
+        // Never more than a segment can be (a crafted header cannot make the read unbounded).
+        return min(summary.coveredLength, Int64(UInt32.max))
+    }
+
+    func readPrefix(_ filePath: String, count: Int) throws(Errno) -> [UInt8] {
+        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
+        defer { fileSystem.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        return Array(bytes[0..<read])
+    }
+
+    /// The record a damaged range seems to start with, when its header still parses (unverified:
+    /// any field may be damaged).
+    func suspectedRecord(in range: SegmentReader.Damage, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
+        var bytes = [UInt8](repeating: 0, count: Int(min(range.length, Int64(Limits.maxRecordHeaderLength + Limits.maxKeyLength))))
+        let read: Int
+        do { read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: range.offset) } } catch {
+            throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
+        }
+        guard case .success(let header) = bytes.withBytes({ RecordHeader.parse($0) }),
+              header.type != .batch, header.headerLength + header.keyLength <= read else { return nil }
+        return RepairReport.LostRecord(
+            file: segmentPath, offset: range.offset, type: header.type, seq: header.seq,
+            key: Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)]), verified: false)
+    }
+}
