@@ -352,4 +352,32 @@ final class ReaderAgreementTests: XCTestCase {
             try store.close()
         }
     }
+
+    /// A batch that ends the active segment with a damaged member: its valid commit record is part
+    /// of an incomplete batch, not a torn tail, and no writer's open cuts it.
+    func testAnIncompleteBatchEndingTheActiveSegmentIsNotCut() throws {
+        let directory = try makeStore { store in
+            try store.put("before", Array("b".utf8))
+            var batch = WriteBatch()
+            for key in ["x", "y"] { batch.put(key, Array("value of \(key)".utf8)) }
+            try store.write(batch)
+        }
+        try StoreFiles.removeHints(in: directory.path)
+        let segment = StoreFiles.segmentPath(directory.path, 1)
+        let records = try StoreFiles.records(ofSegment: segment)
+        XCTAssertEqual(records.map(\.type), [.put, .put, .put, .batch])
+        try StoreFiles.flip(segment, at: records[2].end - 1)
+        let size = try StoreFiles.fileSize(segment)
+        let readings = try read(directory.path)
+        assertAgree(readings, [
+            "uncommitted-batch 0000000001.cask@\(records[1].offset)+\(records[1].length)",
+            "record 0000000001.cask@\(records[2].offset)+\(records[2].length)",
+            "uncommitted-batch 0000000001.cask@\(records[3].offset)+\(records[3].length)",
+        ], "a member damaged at the end")
+        XCTAssertEqual(readings.contents, ["before": "b"])
+        let (report, contents) = try openWritable(directory.path)
+        XCTAssertEqual(contents, ["before": "b"])
+        XCTAssertTrue(report.truncations.isEmpty, "\(report)")
+        XCTAssertEqual(try StoreFiles.fileSize(segment), size, "nothing cut")
+    }
 }

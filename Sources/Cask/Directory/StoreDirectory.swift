@@ -65,7 +65,7 @@ package struct StoreDirectory {
                 throw CaskError.from(error, operation: "list directory", path: path, reading: true)
             }
             guard names.contains(CompactionManifest.fileName) else { break }
-            manifest = Self.readManifest(file(CompactionManifest.fileName), fileSystem: fileSystem)
+            manifest = try Self.readManifest(file(CompactionManifest.fileName), fileSystem: fileSystem)
             // Gone since the listing: its compaction finished meanwhile (the manifest goes last), and
             // the listing may still name the segments it removed. List again.
             guard manifest == nil, attempts < 100 else { break }
@@ -91,7 +91,7 @@ package struct StoreDirectory {
         let present = Set(segments), retired = Set(retiredIDs)
         hintedIDs = Set(hints.filter { present.contains($0) })
         orphanHintIDs = hints.filter { !present.contains($0) && !retired.contains($0) }.sorted()
-        activeSegmentID = Self.activeSegment(of: segments, directory: self, fileSystem: fileSystem)
+        activeSegmentID = try Self.activeSegment(of: segments, directory: self, fileSystem: fileSystem)
     }
 
     // MARK: Names
@@ -126,8 +126,10 @@ package struct StoreDirectory {
     /// The largest manifest a compaction writes.
     private static let maxManifestLength = Int64(16 + CompactionManifest.maxInputs * 8 + 4)
 
-    /// The manifest at `manifestPath`, or nil when it no longer exists.
-    private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) -> Manifest? {
+    /// The manifest at `manifestPath`, or nil when it no longer exists. Throws when it cannot be
+    /// read: only bytes that are not a manifest make it invalid (and then nothing trusts it, and
+    /// `recover` removes it), never a read that failed (EACCES, EIO).
+    private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) throws(CaskError) -> Manifest? {
         let bytes: [UInt8]
         do throws(Errno) {
             let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
@@ -139,7 +141,7 @@ package struct StoreDirectory {
             bytes = Array(read[0..<count])
         } catch {
             if error == .noEntry { return nil }
-            return .invalid(reason: "unreadable compaction manifest (\(error)); ignored")
+            throw CaskError.from(error, operation: "read compaction manifest", path: manifestPath, reading: true)
         }
         guard let inputs = bytes.withBytes({ CompactionManifest.decode($0) }) else {
             return .invalid(reason: "invalid compaction manifest; ignored")
@@ -167,14 +169,25 @@ package struct StoreDirectory {
 
     /// The segment a writer appends to (see ``activeSegmentID``). Compaction outputs have higher ids
     /// but hold older records, and so a lower base seq.
-    private static func activeSegment(of ids: [UInt64], directory: StoreDirectory, fileSystem: any FileSystem) -> UInt64? {
+    /// Throws when a segment cannot be opened or read (deciding without it could make another
+    /// segment the active one, whose end a writer's open would then cut); one that a compaction
+    /// removed since the listing is left out.
+    private static func activeSegment(of ids: [UInt64], directory: StoreDirectory, fileSystem: any FileSystem) throws(CaskError) -> UInt64? {
         guard let newest = ids.last else { return nil }
         var best: (baseSeq: UInt64, id: UInt64)?
         for id in ids {
-            guard let fd = try? fileSystem.open(directory.segmentPath(id), flags: O_RDONLY, mode: 0) else { continue }
+            let path = directory.segmentPath(id)
+            let fd: Int32
+            do { fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0) } catch {
+                if error == .noEntry { continue }
+                throw CaskError.from(error, operation: "open", path: path, reading: true)
+            }
             defer { fileSystem.close(fd) }
             var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-            let count = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
+            let count: Int
+            do { count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) } } catch {
+                throw CaskError.io(operation: "pread", path: path, errno: error)
+            }
             guard case .success(let header) = bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) else {
                 if id == newest { return newest }
                 continue

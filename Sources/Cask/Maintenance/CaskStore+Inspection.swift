@@ -1,6 +1,8 @@
 extension CaskStore {
     /// Reports every record of every segment in `directory` (or of segment `segment` only), in
-    /// file order: each segment, then its records and damaged byte ranges as they come.
+    /// file order: each segment, then its records and damaged byte ranges as they come — except
+    /// that the records of a batch found incomplete (and the end of a segment) are reported as
+    /// damage once that is known, after the records that show it.
     ///
     /// Reads the segment files as they are, with no index: overwritten and deleted records, batch
     /// members and batch commits included. Each record's lengths and checksum are checked as opening

@@ -39,7 +39,17 @@ extension StoreRepair {
         // Records of a batch that never completed were never applied (the reader says which), and go
         // — unless the hint rebuilt the commit record that completes it.
         let unapplied = segment.corrupt.filter { $0.kind == .uncommittedBatch }
+        // A rebuilt commit record completes its batch only when every member is there to keep.
+        let kept = Set(items.filter { $0.dropReason == nil && $0.flags & RecordFlags.batchMember != 0 }.map(\.seq))
         let rebuiltBatches = items.filter { $0.rebuilt != nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
+            .filter { batch in batch.allSatisfy { kept.contains($0) } }
+        for index in items.indices where items[index].rebuilt != nil && items[index].type == .batch {
+            let batch = items[index].batchFirstSeq..<items[index].seq
+            if !rebuiltBatches.contains(batch) {
+                items[index].rebuilt = nil
+                items[index].dropReason = "the commit record of a batch whose members are not all there (never applied)"
+            }
+        }
         for index in items.indices where items[index].dropReason == nil && items[index].rebuilt == nil {
             let item = items[index]
             guard unapplied.contains(where: { $0.contains(item.offset, length: item.length) }),
@@ -83,7 +93,7 @@ extension StoreRepair {
         case .failure(let problem):
             // No record in a segment has a seq below its base seq.
             let lowest = items.filter { $0.dropReason == nil }.map(\.seq).min()
-            header = SegmentHeader(segmentID: segment.id, baseSeq: lowest ?? nextSeq)
+            header = SegmentHeader(segmentID: segment.id, baseSeq: min(lowest ?? nextSeq, Limits.maxSeq))
             headerProblem = segment.headerReason ?? "invalid segment header (\(problem.explanation))"
         }
 

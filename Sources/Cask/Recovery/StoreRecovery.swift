@@ -207,9 +207,11 @@ package struct StoreRecovery {
         var settled: Int64?
         var hintCovers: Int64 = 0
         var lostTail: SegmentReader.Damage?
+        var hintDamage: [SegmentReader.Damage] = []
         if hasHint {  // A hint names its segment itself: it is used behind a damaged header too.
             switch loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
-            case .applied(let covered, let settledByHint):
+            case .applied(let covered, let settledByHint, let damage):
+                hintDamage = damage
                 if result.inconsistentHint != nil { return }
                 scanFrom = covered
                 settled = settledByHint
@@ -269,12 +271,19 @@ package struct StoreRecovery {
             // Reserved space is given back; a torn tail is cut, and the cut reported.
             if let tail = outcome.tornTail {
                 damage.removeLast()
+                if tail.offset < hintCovers {
+                    // The cut reaches into what the hint describes (members it lists end the
+                    // segment): the hint would describe records that are gone. It goes.
+                    try? fileSystem.unlink(path(SegmentName.hint(id)))
+                    hintCovers = 0
+                }
                 result.report.truncations.append(.init(file: segmentPath, offset: tail.offset, bytesRemoved: length - tail.offset, reason: tail.reason))
                 stats.records -= tailMembers.filter { $0 >= tail.offset }.count
             }
             try end(at: outcome.contentEnd, cutting: true)
         }
         if let lostTail { damage.append(lostTail) }
+        damage += hintDamage
         stats.damaged = !damage.isEmpty
         for range in damage {
             result.report.corruptRanges.append(.init(file: segmentPath, offset: range.offset, length: range.length, reason: range.reason))
@@ -292,8 +301,9 @@ package struct StoreRecovery {
     }
 
     private enum HintLoad {
-        /// Applied; the segment bytes it covers, and where its last entry that is not a batch member ends.
-        case applied(covered: Int64, settled: Int64)
+        /// Applied; the segment bytes it covers, where its last entry that is not a batch member ends,
+        /// and the incomplete batches it lists (damage, as a read of the records would find).
+        case applied(covered: Int64, settled: Int64, damage: [SegmentReader.Damage])
         /// Unusable; the segment is read in full instead. `lostTail`: the hint describes more than
         /// the segment holds.
         case invalid(lostTail: SegmentReader.Damage?)
@@ -365,15 +375,11 @@ package struct StoreRecovery {
             return .invalid(lostTail: bytes.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) })
         case .inconsistent:
             result.inconsistentHint = id
-            return .applied(covered: 0, settled: 0)
+            return .applied(covered: 0, settled: 0, damage: [])
         case .applied(let summary):
             stats = loaded
             batch = loadedBatch
-            for range in incomplete {
-                result.report.corruptRanges.append(.init(file: path(SegmentName.segment(id)), offset: range.offset, length: range.length, reason: range.reason))
-                stats.damaged = true
-            }
-            return .applied(covered: summary.coveredLength, settled: settled)
+            return .applied(covered: summary.coveredLength, settled: settled, damage: incomplete)
         }
     }
 

@@ -20,8 +20,9 @@ package enum HintWriter {
             encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
             entries += 1
         })
-        // Reserved zeros at its end are no record and no damage, but a hint covers the whole segment.
-        guard outcome.damage.isEmpty, outcome.contentEnd == length else { return .skippedCorrupt }
+        // Reserved zeros at its end (a crash can leave them after a sealed segment) are no record and
+        // no damage: the hint covers the records, and a reader scans the zeros after them.
+        guard outcome.damage.isEmpty else { return .skippedCorrupt }
         let bytes = encoder.finish()
         let path = directory + "/" + SegmentName.hint(file.id)
         // The hint must never describe records the disk does not hold yet.

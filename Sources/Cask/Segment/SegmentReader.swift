@@ -195,7 +195,8 @@ package struct SegmentReader: ~Copyable {
 
         // What ends the file.
         var contentEnd = fileLength
-        if let last = damage.last, last.end == fileLength {
+        // Only bytes that are not records (never an incomplete batch's valid records) end a file.
+        if let last = damage.last, last.kind == .record, last.end == fileLength {
             if try isReservedSpace(from: last.offset, to: fileLength) {
                 damage.removeLast()
                 contentEnd = last.offset
