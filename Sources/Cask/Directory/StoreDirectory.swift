@@ -183,12 +183,7 @@ package struct StoreDirectory {
                 throw CaskError.from(error, operation: "open", path: path, reading: true)
             }
             defer { fileSystem.close(fd) }
-            var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-            let count: Int
-            do { count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) } } catch {
-                throw CaskError.io(operation: "pread", path: path, errno: error)
-            }
-            guard case .success(let header) = bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) else {
+            guard case .success(let header) = try SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) else {
                 if id == newest { return newest }
                 continue
             }

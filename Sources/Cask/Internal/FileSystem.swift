@@ -63,6 +63,14 @@ package protocol FileSystem: Sendable {
 }
 
 extension FileSystem {
+    /// The size of the regular file at `path` (opened read-only, as ``open(_:flags:mode:)`` opens
+    /// any file: a link or another kind of file fails).
+    package func fileSize(atPath path: String) throws(Errno) -> Int64 {
+        let fd = try open(path, flags: O_RDONLY, mode: 0)
+        defer { close(fd) }
+        return try fileSize(fd)
+    }
+
     package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) { throw Errno.notSupported }
     package func supportsMappedWrites(in directory: String) -> Bool { false }
 }

@@ -104,11 +104,7 @@ extension StoreRepair {
     }
 
     func size(of name: String) throws(CaskError) -> Int64 {
-        do throws(Errno) {
-            let fd = try fileSystem.open(path(name), flags: O_RDONLY, mode: 0)
-            defer { fileSystem.close(fd) }
-            return try fileSystem.fileSize(fd)
-        } catch {
+        do { return try fileSystem.fileSize(atPath: path(name)) } catch {
             throw CaskError.from(error, operation: "stat", path: path(name), reading: true)
         }
     }

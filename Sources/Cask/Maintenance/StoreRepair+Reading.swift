@@ -178,18 +178,10 @@ extension StoreRepair {
 
     /// The covered length a hint file's header declares (checksum valid, for this segment), if any.
     func declaredCoverage(_ hintPath: String, segmentID: UInt64) -> Int64? {
-        guard let header = try? readPrefix(hintPath, count: HintFile.headerLength),
+        guard let header = SegmentReader.hintHeader(at: hintPath, fileSystem: fileSystem),
               let summary = header.withBytes({ HintFile.declaredSummary($0) }), summary.segmentID == segmentID else { return nil }
         // Never more than a segment can be (a crafted header cannot make the read unbounded).
         return min(summary.coveredLength, Int64(UInt32.max))
-    }
-
-    func readPrefix(_ filePath: String, count: Int) throws(Errno) -> [UInt8] {
-        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
-        defer { fileSystem.close(fd) }
-        var bytes = [UInt8](repeating: 0, count: count)
-        let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        return Array(bytes[0..<read])
     }
 
     /// The record a damaged range seems to start with, when its header still parses (unverified:

@@ -51,7 +51,7 @@ package struct StoreVerifier {
             + listing.retiredIDs.map { "\(listing.segmentPath($0)): replaced by a compaction the COMPACTION manifest records; the next writable open removes it" }
         if case .invalid(let reason)? = listing.manifest {
             let manifestPath = path(CompactionManifest.fileName)
-            report.problems.append(.init(kind: .compactionManifest, file: manifestPath, offset: 0, length: (try? size(manifestPath)) ?? 0, reason: reason))
+            report.problems.append(.init(kind: .compactionManifest, file: manifestPath, offset: 0, length: (try? fileSystem.fileSize(atPath: manifestPath)) ?? 0, reason: reason))
         }
         let ids = listing.segmentIDs
         var meter = progress.map { ProgressMeter(total: segmentBytes(ids), progress: $0) }
@@ -68,21 +68,11 @@ package struct StoreVerifier {
         return report
     }
 
-    private func size(_ filePath: String) throws(Errno) -> Int64 {
-        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
-        defer { fileSystem.close(fd) }
-        return try fileSystem.fileSize(fd)
-    }
-
     private func path(_ name: String) -> String { directory + "/" + name }
 
     /// The sizes of these segments now (a segment that cannot be read counts 0: verifying it reports why).
     private func segmentBytes(_ ids: [UInt64]) -> Int64 {
-        ids.reduce(0) { total, id in
-            guard let fd = try? fileSystem.open(path(SegmentName.segment(id)), flags: O_RDONLY, mode: 0) else { return total }
-            defer { fileSystem.close(fd) }
-            return total + ((try? fileSystem.fileSize(fd)) ?? 0)
-        }
+        ids.reduce(0) { total, id in total + ((try? fileSystem.fileSize(atPath: path(SegmentName.segment(id)))) ?? 0) }
     }
 
     private func verifySegment(id: UInt64, of listing: StoreDirectory, into report: inout VerificationReport, progress: (Int64) -> Void) throws(CaskError) {
@@ -158,9 +148,7 @@ package struct StoreVerifier {
         }
         // The same bound recovery applies before reading a hint into memory.
         guard size >= Int64(HintFile.headerLength), size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
-            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-            _ = try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-            let lost = header.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) }
+            let lost = SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hintPath: hintPath, fileSystem: fileSystem)
             return .failure(.init(reason: lost.map { "it describes \($0.end) bytes of a segment of \(segmentLength)" }
                 ?? "hint file is \(size) bytes, impossible for a segment of \(segmentLength) bytes"))
         }

@@ -80,7 +80,7 @@ package struct StoreRecovery {
             }
         case .invalid(let reason)?:
             // Reported and ignored: nothing is deleted on its word.
-            let size = (try? fileSize(path(CompactionManifest.fileName))) ?? 0
+            let size = (try? fileSystem.fileSize(atPath: path(CompactionManifest.fileName))) ?? 0
             manifestProblem = .init(file: path(CompactionManifest.fileName), offset: 0, length: size, reason: reason)
         case nil:
             break
@@ -115,24 +115,14 @@ package struct StoreRecovery {
         }
     }
 
-    private func fileSize(_ filePath: String) throws(Errno) -> Int64 {
-        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
-        defer { fileSystem.close(fd) }
-        return try fileSystem.fileSize(fd)
-    }
-
     /// The entries the hint files of `ids` declare in their headers (each header checked, each
     /// count capped at what its segment could hold), so that the index is sized once for all of
     /// them rather than grown, and rehashed, hint by hint. Unreadable hints count 0.
     private func hintedEntries(_ ids: [UInt64]) -> Int {
         var total = 0
         for id in ids {
-            guard let fd = try? fileSystem.open(path(SegmentName.hint(id)), flags: O_RDONLY, mode: 0) else { continue }
-            defer { fileSystem.close(fd) }
-            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-            guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
-                  read == HintFile.headerLength,
-                  let segmentLength = try? fileSize(path(SegmentName.segment(id)))
+            guard let header = SegmentReader.hintHeader(at: path(SegmentName.hint(id)), fileSystem: fileSystem),
+                  let segmentLength = try? fileSystem.fileSize(atPath: path(SegmentName.segment(id)))
             else { continue }
             total += header.withUnsafeBytes { Self.declaredEntries($0, segmentLength: segmentLength) } ?? 0
         }
@@ -319,9 +309,7 @@ package struct StoreRecovery {
         guard let size = try? fileSystem.fileSize(fd), size >= Int64(HintFile.headerLength) else { return .invalid(lostTail: nil) }
         guard size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
             // Too long to read for this segment; its header alone says whether the segment lost its tail.
-            var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-            _ = try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-            return .invalid(lostTail: header.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) })
+            return .invalid(lostTail: SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hintPath: hintPath, fileSystem: fileSystem))
         }
         var bytes = [UInt8](repeating: 0, count: Int(size))
         guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
@@ -355,9 +343,7 @@ package struct StoreRecovery {
                             }
                         }
                     case .incomplete(let found, let expected):
-                        let commit = BatchAssembler.Member(key: [], type: .batch, seq: entry.seq, valueLength: entry.valueLength, expiresAt: nil, location: location)
-                        incomplete += SegmentReader.runs(
-                            of: found + [commit], reason: "of a batch of \(expected) whose commit record has \(found.count) of its members (none applied)")
+                        incomplete += SegmentReader.incompleteBatch(found: found, expected: expected, commitSeq: entry.seq, commitAt: location, count: nil)
                     }
                 } else {
                     Self.index(key: entry.key, type: entry.type, seq: entry.seq, expiresAt: entry.expiresAt, location: location,

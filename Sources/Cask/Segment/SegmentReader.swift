@@ -102,15 +102,8 @@ package struct SegmentReader: ~Copyable {
     /// segment id: the file name's is used), with any damage it shows; nil and the damage when not.
     /// Throws when the read fails, and for another format version or header length.
     package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: Damage?) {
-        var bytes = [UInt8](repeating: 0, count: SegmentHeader.length)
-        let count: Int
-        do {
-            count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        } catch {
-            throw CaskError.io(operation: "pread", path: path, errno: error)
-        }
         let length = fileLength
-        switch bytes[0..<count].withUnsafeBytes({ SegmentHeader.decode($0) }) {
+        switch try SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) {
         case .success(let header):
             if header.segmentID != id {
                 headerDamage = Damage(kind: .segmentHeader, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
@@ -256,12 +249,20 @@ package struct SegmentReader: ~Copyable {
         case .whole(let members):
             onBatch(members)
         case .incomplete(let found, let expected):
-            let commit = BatchAssembler.Member(
-                key: [], type: .batch, seq: header.seq, valueLength: header.valueLength, expiresAt: nil, location: location)
-            damage += Self.runs(
-                of: found + [commit],
-                reason: "of a batch of \(expected) whose commit record has \(found.count) of its members and a count of \(count.map(String.init) ?? "?") (none applied)")
+            damage += Self.incompleteBatch(found: found, expected: expected, commitSeq: header.seq, commitAt: location, count: .some(count))
         }
+    }
+
+    /// The damage of a batch that is not whole (``BatchAssembler/Commit/incomplete(found:expected:)``):
+    /// its members found and its commit record at `commitAt`, as runs of adjacent records.
+    /// `count`: the commit value's count when it was read (`.some(nil)`: it did not parse), nil when
+    /// the commit comes from a hint entry, which holds no value.
+    package static func incompleteBatch(
+        found: [BatchAssembler.Member], expected: UInt64, commitSeq: UInt64, commitAt location: RecordLocation, count: UInt64??
+    ) -> [Damage] {
+        let commit = BatchAssembler.Member(key: [], type: .batch, seq: commitSeq, valueLength: 0, expiresAt: nil, location: location)
+        let stated = count.map { " and a count of \($0.map(String.init) ?? "?")" } ?? ""
+        return runs(of: found + [commit], reason: "of a batch of \(expected) whose commit record has \(found.count) of its members\(stated) (none applied)")
     }
 
     /// The damage a hint file shows when its header (checksum valid) says it describes more bytes
@@ -276,7 +277,7 @@ package struct SegmentReader: ~Copyable {
     }
 
     /// One damage range per run of adjacent records among `members` (in file order).
-    package static func runs(of members: [BatchAssembler.Member], reason: String) -> [Damage] {
+    private static func runs(of members: [BatchAssembler.Member], reason: String) -> [Damage] {
         var ranges: [(start: Int64, end: Int64, records: Int)] = []
         for member in members.sorted(by: { $0.location.offset < $1.location.offset }) {
             let start = Int64(member.location.offset), end = start + Int64(member.location.length)
@@ -416,12 +417,21 @@ extension SegmentReader {
     /// ``lostTail(segmentID:segmentLength:hint:)`` for the hint file at `hintPath` (nil when it
     /// cannot be read).
     package static func lostTail(segmentID: UInt64, segmentLength: Int64, hintPath: String, fileSystem: any FileSystem) -> Damage? {
+        hintHeader(at: hintPath, fileSystem: fileSystem).flatMap { header in
+            header.withUnsafeBytes { lostTail(segmentID: segmentID, segmentLength: segmentLength, hint: $0) }
+        }
+    }
+
+    /// The first ``HintFile/headerLength`` bytes of the hint file at `hintPath`, or nil when it
+    /// cannot be read or is shorter: what ``HintFile/declaredSummary(_:)`` needs, without reading
+    /// the whole file.
+    package static func hintHeader(at hintPath: String, fileSystem: any FileSystem) -> [UInt8]? {
         guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
         defer { fileSystem.close(fd) }
         var header = [UInt8](repeating: 0, count: HintFile.headerLength)
         guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
               read == header.count else { return nil }
-        return header.withUnsafeBytes { lostTail(segmentID: segmentID, segmentLength: segmentLength, hint: $0) }
+        return header
     }
 }
 
