@@ -60,8 +60,7 @@ final class ConcurrencyTests: XCTestCase {
                 }
                 writerDone.store(true, ordering: .releasing)
             case 1:
-                // Compactor: while the writer runs, then twice more on the settled store, whose
-                // every key then moves while the readers read it.
+                // Compactor: while the writer runs, then twice more on the settled store.
                 var settledRuns = 0
                 while settledRuns < 2 {
                     if writerDone.load(ordering: .acquiring) { settledRuns += 1 }
@@ -93,8 +92,9 @@ final class ConcurrencyTests: XCTestCase {
             }
         }
         problems.assertNone()
-        // The settled store's compactions moved every key at least once.
-        XCTAssertGreaterThanOrEqual(moved.load(ordering: .relaxed), keyCount)
+        // Compactions moved keys while the readers read. (Not necessarily every key: a compaction
+        // takes only segments holding dead records, and a segment the last round filled holds none.)
+        XCTAssertGreaterThan(moved.load(ordering: .relaxed), 0)
 
         let final = SelfDescribingValue.make(key: 0, writer: 0, version: UInt64(rounds + 1), padding: 40)
         XCTAssertEqual(try store.get(Self.key(0)), final)
