@@ -83,7 +83,7 @@ final class BatchTests: XCTestCase {
             XCTAssertEqual(values, Array(repeating: Array(repeating: expected, count: 40), count: 3), "cut at \(cut) of \(full.count)")
             XCTAssertEqual(try reopened.get("before"), [7])
             XCTAssertEqual(reopened.recoveryReport.truncations.isEmpty, cut == full.count || cut == Int(batchStart), "cut at \(cut): \(reopened.recoveryReport)")
-            XCTAssertTrue(reopened.recoveryReport.corruptRanges.isEmpty, "cut at \(cut): \(reopened.recoveryReport)")
+            XCTAssertTrue(reopened.recoveryReport.damagedRanges.isEmpty, "cut at \(cut): \(reopened.recoveryReport)")
             // The store goes on normally behind the cut.
             try reopened.put("after", [8])
             try reopened.close()

@@ -190,7 +190,7 @@ final class CompactionTests: XCTestCase {
         let damagedKey = damaged.key
 
         let store = try CaskStore.open(at: dir.path, options: options)
-        XCTAssertEqual(store.recoveryReport.corruptRanges, [], "the open read hints: it cannot see the damage")
+        XCTAssertEqual(store.recoveryReport.damagedRanges, [], "the open read hints: it cannot see the damage")
         // Every segment gets dead records, the damaged one included.
         for i in stride(from: 0, to: 60, by: 2) {
             let value = random.bytes(200)
@@ -382,7 +382,7 @@ final class CompactionTests: XCTestCase {
 
         let reopened = try CaskStore.open(at: path, options: options(segment: 4096))
         defer { try? reopened.close() }
-        if !reopened.recoveryReport.corruptRanges.isEmpty {
+        if !reopened.recoveryReport.damagedRanges.isEmpty {
             return FaultRun(trace: trace, failure: "damage after reopen: \(reopened.recoveryReport)")
         }
         reopened.backgroundWork.wait()  // the hints it writes go through temporary files too

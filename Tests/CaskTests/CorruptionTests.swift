@@ -106,8 +106,8 @@ final class CorruptionTests: XCTestCase {
         let store = try CaskStore.open(at: scratch.path, options: options())
         let report = store.recoveryReport
         XCTAssertTrue(report.truncations.isEmpty, "\(context): \(report)")
-        XCTAssertEqual(report.corruptRanges.count, 1, "\(context): \(report)")
-        if let range = report.corruptRanges.first {
+        XCTAssertEqual(report.damagedRanges.count, 1, "\(context): \(report)")
+        if let range = report.damagedRanges.first {
             XCTAssertEqual(range.file, segmentPath, context)
             XCTAssertEqual(range.offset, Int64(record.offset), context)
             XCTAssertEqual(range.length, Int64(record.length), "\(context): the next record must be found again")
@@ -133,7 +133,7 @@ final class CorruptionTests: XCTestCase {
         try store.put("after-damage", [7])
         try store.close()
         let again = try CaskStore.open(at: scratch.path, options: options(readOnly: true))
-        XCTAssertEqual(again.recoveryReport.corruptRanges.map(\.offset), [Int64(record.offset)], context)
+        XCTAssertEqual(again.recoveryReport.damagedRanges.map(\.offset), [Int64(record.offset)], context)
         XCTAssertEqual(try again.get("after-damage"), [7])
         try again.close()
     }
@@ -192,8 +192,8 @@ final class CorruptionTests: XCTestCase {
                 try StoreFiles.flip(path, at: position, mask: 0x40)
                 let store = try CaskStore.open(at: scratch.path, options: options())
                 let context = "header byte \(position), hint kept \(keepHint)"
-                XCTAssertEqual(store.recoveryReport.corruptRanges.map(\.file), [path], "\(context): \(store.recoveryReport)")
-                XCTAssertEqual(store.recoveryReport.corruptRanges.first?.offset, 0, context)
+                XCTAssertEqual(store.recoveryReport.damagedRanges.map(\.file), [path], "\(context): \(store.recoveryReport)")
+                XCTAssertEqual(store.recoveryReport.damagedRanges.first?.offset, 0, context)
                 for (key, value) in fixture.model { XCTAssertEqual(try store.get(key), value, "\(context): \(name(key))") }
                 XCTAssertEqual(store.count, fixture.model.count, context)
                 try store.close()
@@ -219,7 +219,7 @@ final class CorruptionTests: XCTestCase {
 
         for round in 0..<3 {
             let reopened = try CaskStore.open(at: dir.path)
-            XCTAssertEqual(reopened.recoveryReport.corruptRanges.map(\.file), [first], "round \(round): \(reopened.recoveryReport)")
+            XCTAssertEqual(reopened.recoveryReport.damagedRanges.map(\.file), [first], "round \(round): \(reopened.recoveryReport)")
             for (key, value) in model { XCTAssertEqual(try reopened.get(key), value) }
             let key = Array("after-\(round)".utf8)
             model[key] = [UInt8(round)]
@@ -252,7 +252,7 @@ final class CorruptionTests: XCTestCase {
         var options = CaskStore.Options()
         options.automaticCompaction = false
         let reopened = try CaskStore.open(at: dir.path, options: options)
-        XCTAssertEqual(reopened.recoveryReport.corruptRanges.map(\.file), [first], "\(reopened.recoveryReport)")
+        XCTAssertEqual(reopened.recoveryReport.damagedRanges.map(\.file), [first], "\(reopened.recoveryReport)")
         try reopened.put("after", Array("acknowledged".utf8))
         _ = try reopened.compact()
         XCTAssertEqual(try reopened.get("after"), Array("acknowledged".utf8))
@@ -291,7 +291,7 @@ final class CorruptionTests: XCTestCase {
             let context = "hint byte \(position) of \(hint.count) ^ 0x\(String(mask, radix: 16))"
             let store = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
             let report = store.recoveryReport
-            XCTAssertEqual(report.invalidHints, [hintPath], "\(context): \(report)")
+            XCTAssertEqual(report.invalidHints.map(\.file), [hintPath], "\(context): \(report)")
             XCTAssertEqual(report.segmentsFromHints, fixture.ids.count - 1, context)
             XCTAssertTrue(report.isClean, "\(context): \(report)")
             XCTAssertEqual(report.recordsScanned, baselineRecords, context)
@@ -310,7 +310,7 @@ final class CorruptionTests: XCTestCase {
         for (label, bytes) in [("empty", [UInt8]()), ("cut", Array(hint.prefix(hint.count / 2))), ("another segment's", otherHint)] {
             try StoreFiles.write(hintPath, bytes)
             let store = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
-            XCTAssertEqual(store.recoveryReport.invalidHints, [hintPath], label)
+            XCTAssertEqual(store.recoveryReport.invalidHints.map(\.file), [hintPath], label)
             XCTAssertEqual(try store.statistics().segments, baselineStats.segments, label)
             for (key, value) in fixture.model { XCTAssertEqual(try store.get(key), value, "\(label): \(name(key))") }
             try store.close()
@@ -321,7 +321,7 @@ final class CorruptionTests: XCTestCase {
         var writable = options()
         writable.writeHints = true
         let repairing = try CaskStore.open(at: fixture.dir.path, options: writable)
-        XCTAssertEqual(repairing.recoveryReport.invalidHints, [hintPath])
+        XCTAssertEqual(repairing.recoveryReport.invalidHints.map(\.file), [hintPath])
         try repairing.close()
         let repaired = try CaskStore.open(at: fixture.dir.path, options: options(readOnly: true))
         XCTAssertTrue(repaired.recoveryReport.invalidHints.isEmpty, "\(repaired.recoveryReport)")

@@ -169,7 +169,7 @@ final class CrashTests: XCTestCase {
                 return XCTFail("round \(round) (\(durability), \(threads) threads, seed \(seed)): open failed: \(error)")
             }
             let report = store.recoveryReport
-            XCTAssertEqual(report.corruptRanges, [], "round \(round): \(report)")
+            XCTAssertEqual(report.damagedRanges, [], "round \(round): \(report)")
             totals.truncations += report.truncations.count
 
             var found: [String: [UInt8]] = [:]

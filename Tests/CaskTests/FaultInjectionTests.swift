@@ -135,7 +135,7 @@ final class FaultInjectionTests: XCTestCase {
 
         let reopened = try CaskStore.open(at: dir.path)
         XCTAssertEqual(reopened.recoveryReport.truncations.map(\.bytesRemoved), [20], "\(reopened.recoveryReport)")
-        XCTAssertEqual(reopened.recoveryReport.corruptRanges, [])
+        XCTAssertEqual(reopened.recoveryReport.damagedRanges, [])
         try assertHolds(reopened, model, "reopened")
         try reopened.put("d", [1])
         try reopened.close()
@@ -565,7 +565,7 @@ final class FaultInjectionTests: XCTestCase {
             return run
         }
         defer { try? reopened.close() }
-        if !reopened.recoveryReport.corruptRanges.isEmpty {
+        if !reopened.recoveryReport.damagedRanges.isEmpty {
             run.failure = "damage found on reopening: \(reopened.recoveryReport)"
             return run
         }

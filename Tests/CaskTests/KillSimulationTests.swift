@@ -44,7 +44,7 @@ final class KillSimulationTests: XCTestCase {
                 work.keep()
                 return XCTFail("\(context): open failed: \(error); image \(image)")
             }
-            XCTAssertEqual(reopened.recoveryReport.corruptRanges, [], context)
+            XCTAssertEqual(reopened.recoveryReport.damagedRanges, [], context)
             var found: [String: [UInt8]] = [:]
             for key in try reopened.keys() { found[String(decoding: key, as: UTF8.self)] = try reopened.get(key) }
             try reopened.close()

@@ -51,7 +51,7 @@ final class LiveReaderTests: XCTestCase {
             races += 1
             if races % 4 == 0 {
                 let report = try CaskStore.verify(at: directory.path)
-                let inside = report.problems.filter { $0.kind != .tornTail }
+                let inside = report.damagedRanges.filter { $0.kind != .tornTail }
                 XCTAssertTrue(inside.isEmpty, "race \(races): verify beside the writer: \(inside)")
                 continue
             }

@@ -183,7 +183,7 @@ final class PowerLossTests: XCTestCase {
         }
         var closed = false
         defer { if !closed { try? store.close() } }
-        let ranges = store.recoveryReport.corruptRanges
+        let ranges = store.recoveryReport.damagedRanges
         let damage = ranges.filter { !isAllowedDamage(scenario, $0.file, $0.offset, among: ranges.map { ($0.file, $0.offset, $0.length) }) }
         var content: [String: [UInt8]] = [:]
         for key in try store.keys() {
@@ -209,13 +209,13 @@ final class PowerLossTests: XCTestCase {
         try store.close()
         closed = true
         let verification = try CaskStore.verify(at: image)
-        let problems = verification.problems.filter {
-            !isAllowedDamage(scenario, $0.file, $0.offset, among: verification.problems.map { ($0.file, $0.offset, $0.length) })
+        let problems = verification.damagedRanges.filter {
+            !isAllowedDamage(scenario, $0.file, $0.offset, among: verification.damagedRanges.map { ($0.file, $0.offset, $0.length) })
         }
         if !problems.isEmpty || !verification.invalidHints.isEmpty { return "verify after recovery: \(verification)" }
         let reopened = try CaskStore.open(at: image, options: options)
         defer { try? reopened.close() }
-        if reopened.recoveryReport.corruptRanges != ranges || !reopened.recoveryReport.truncations.isEmpty {
+        if reopened.recoveryReport.damagedRanges != ranges || !reopened.recoveryReport.truncations.isEmpty {
             return "second reopening: \(reopened.recoveryReport)"
         }
         content["after-the-crash"] = [1, 2, 3]

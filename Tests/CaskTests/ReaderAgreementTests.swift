@@ -10,7 +10,7 @@ import CaskTestSupport
 final class ReaderAgreementTests: XCTestCase {
     /// What every reader made of one store.
     private struct Readings {
-        /// Damaged ranges the read-only open reported, as `file@offset+length`.
+        /// Damaged ranges the read-only open reported, as `kind file@offset+length`.
         var open: Set<String>
         /// `verify`'s problems, as `kind file@offset+length`.
         var verify: [String]
@@ -24,8 +24,11 @@ final class ReaderAgreementTests: XCTestCase {
         var openIgnored: [String]
         var verifyIgnored: [String]
 
-        /// `verify`'s ranges without their kinds.
-        var verifyRanges: Set<String> { Set(verify.map { String($0.split(separator: " ", maxSplits: 1)[1]) }) }
+        /// The ranges the dry-run repair would drop, adjacent ones of a kind merged, the same way.
+        var repairDropped: [String]
+        /// `verify`'s ranges as a repair drops them: inside the file (a lost tail is past its end),
+        /// the manifest apart (a repair removes the file), adjacent ones of a kind merged.
+        var verifyDropped: [String]
     }
 
     private func name(_ file: String) -> String { String(file.split(separator: "/").last ?? "") }
@@ -50,17 +53,35 @@ final class ReaderAgreementTests: XCTestCase {
         // And the reader written from FORMAT.md alone agrees on what is live, with hints and without.
         _ = try SecondReaderTests.compareReaders(directory, label: name(directory), line: line)
         return Readings(
-            open: Set(recovery.corruptRanges.map { "\(name($0.file))@\($0.offset)+\($0.length)" }),
-            verify: verification.problems.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" },
+            open: Set(recovery.damagedRanges.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" }),
+            verify: verification.damagedRanges.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" },
             inspect: inspected.sorted(), verifyClean: verification.isClean, repairClean: repair.isClean, repair: repair,
-            contents: contents, openIgnored: recovery.ignoredFiles.map(name), verifyIgnored: verification.ignoredFiles.map(name))
+            contents: contents, openIgnored: recovery.ignoredFiles.map(name), verifyIgnored: verification.ignoredFiles.map(name),
+            repairDropped: merged(repair.changes.flatMap(\.droppedRanges)),
+            verifyDropped: merged(verification.damagedRanges.filter { range in
+                range.kind != .compactionManifest && range.offset < Int64((try? StoreFiles.fileSize(range.file)) ?? 0)
+            }))
+    }
+
+    /// `ranges` as `kind file@offset+length`, in order, each run of adjacent ranges of one kind as one.
+    private func merged(_ ranges: [DamagedRange]) -> [String] {
+        var runs: [DamagedRange] = []
+        for range in ranges.sorted(by: { ($0.file, $0.offset) < ($1.file, $1.offset) }) {
+            if let last = runs.last, last.file == range.file, last.kind == range.kind, last.end == range.offset {
+                runs[runs.count - 1].length += range.length
+            } else {
+                runs.append(range)
+            }
+        }
+        return runs.map { "\($0.kind.rawValue) \(name($0.file))@\($0.offset)+\($0.length)" }
     }
 
     /// The readers agree with each other, and on `expected` (verify's `kind file@offset+length` list).
     private func assertAgree(_ readings: Readings, _ expected: [String], _ context: String, line: UInt = #line) {
         XCTAssertEqual(readings.verify.sorted(), expected.sorted(), "\(context): verify", line: line)
         XCTAssertEqual(readings.inspect, readings.verify.filter { !$0.hasPrefix("compaction-manifest") }.sorted(), "\(context): inspect", line: line)
-        XCTAssertEqual(readings.open, readings.verifyRanges, "\(context): the open's report", line: line)
+        XCTAssertEqual(readings.open, Set(readings.verify), "\(context): the open's report", line: line)
+        XCTAssertEqual(readings.repairDropped, readings.verifyDropped, "\(context): what the repair drops", line: line)
         XCTAssertEqual(readings.verifyClean, expected.isEmpty, "\(context): verify clean", line: line)
         XCTAssertEqual(readings.repairClean, expected.isEmpty, "\(context): repair dry run clean\n\(readings.repair)", line: line)
         XCTAssertEqual(readings.openIgnored.sorted(), readings.verifyIgnored.filter { !$0.contains("replaced by a compaction") }.sorted(), "\(context): ignored files", line: line)
@@ -289,7 +310,7 @@ final class ReaderAgreementTests: XCTestCase {
         try StoreFiles.flip(segment, at: 20)
         let run = try ToolTests.cask(["compact", directory.path])
         XCTAssertEqual(run.status, 65, run.out + run.err)
-        XCTAssertTrue(run.out.contains("damaged, left as it is: \(segment) bytes 0..<40: invalid segment header (header checksum mismatch); run 'cask recover \(directory.path)'"), run.out)
+        XCTAssertTrue(run.out.contains("damaged, left as it is: \(segment) bytes 0..<40 (40 bytes, segment-header): invalid segment header (header checksum mismatch); run 'cask recover \(directory.path)'"), run.out)
         XCTAssertTrue(FileManager.default.fileExists(atPath: segment))
         XCTAssertFalse(try CaskStore.verify(at: directory.path).isClean)
     }

@@ -388,7 +388,7 @@ final class SecondReaderTests: XCTestCase {
             XCTAssertTrue(python.damaged.isEmpty, "\(python.summary)")
             // A read-only Swift store reports the torn tail as its last corrupt range and cuts nothing.
             XCTAssertTrue(swift.report.truncations.isEmpty, "\(swift.report)")
-            let range = try XCTUnwrap(swift.report.corruptRanges.last, "\(swift.report)")
+            let range = try XCTUnwrap(swift.report.damagedRanges.last, "\(swift.report)")
             XCTAssertEqual(URL(fileURLWithPath: range.file).lastPathComponent, last)
             XCTAssertEqual(Int(range.offset), torn["start"] as? Int, "\(range) vs \(torn)")
         }
@@ -422,7 +422,7 @@ final class SecondReaderTests: XCTestCase {
         for (python, swift) in try Self.compareReaders(directory.path, label: "torn before reserved \(last)") {
             let tail = try XCTUnwrap(python.summary["torn_tail"] as? [String: Any], "\(python.summary)")
             XCTAssertEqual(tail["start"] as? Int, torn.offset)
-            let range = try XCTUnwrap(swift.report.corruptRanges.last, "\(swift.report)")
+            let range = try XCTUnwrap(swift.report.damagedRanges.last, "\(swift.report)")
             XCTAssertEqual(Int(range.offset), torn.offset, "\(range)")
         }
     }
@@ -451,7 +451,7 @@ final class SecondReaderTests: XCTestCase {
         let results = try Self.compareReaders(directory, label: "damaged \(label)", file: file, line: line)
         let (python, swift) = results[1]
         let pythonRanges = python.damaged.filter { $0.file == victim }
-        let swiftRanges = swift.report.corruptRanges.filter { URL(fileURLWithPath: $0.file).lastPathComponent == victim }
+        let swiftRanges = swift.report.damagedRanges.filter { URL(fileURLWithPath: $0.file).lastPathComponent == victim }
         XCTAssertEqual(pythonRanges.count, 1, "\(label): \(python.summary)", file: file, line: line)
         XCTAssertEqual(swiftRanges.count, 1, "\(label): \(swift.report)", file: file, line: line)
         if let p = pythonRanges.first, let s = swiftRanges.first {

@@ -373,7 +373,7 @@ final class ToolRecoverTests: XCTestCase {
             XCTAssertEqual(dryRun.status, 65, dryRun.out)
             XCTAssertTrue(try StoreFiles.snapshot(directory) == damaged, "\(context): the dry run changed a file, or the lock file")
             XCTAssertTrue(dryRun.out.contains("rewrite \(segmentPath): 1 damaged range dropped, every intact record kept byte for byte; "), dryRun.out)
-            XCTAssertTrue(dryRun.out.contains("\n  dropped bytes \(victim.offset)..<\(victim.end) (\(victim.length) bytes): damaged: checksum mismatch"), dryRun.out)
+            XCTAssertTrue(dryRun.out.contains("\n  dropped bytes \(victim.offset)..<\(victim.end) (\(victim.length) bytes, record): damaged: checksum mismatch"), dryRun.out)
 
             let run = try cask(["recover", directory, "--json"])
             XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
@@ -619,7 +619,7 @@ final class ToolRecoverTests: XCTestCase {
 
         let run = try cask(["recover", directory])
         XCTAssertEqual(run.status, 0, run.out + run.err)
-        XCTAssertTrue(run.out.contains("\n  dropped bytes \(40 + first.count)..<\(40 + first.count + bad.count) (\(bad.count) bytes): put record, seq 2: LZ4 payload does not expand to 1001 bytes\n"), run.out)
+        XCTAssertTrue(run.out.contains("\n  dropped bytes \(40 + first.count)..<\(40 + first.count + bad.count) (\(bad.count) bytes, record): put record, seq 2: LZ4 payload does not expand to 1001 bytes\n"), run.out)
         XCTAssertTrue(run.out.contains("\n  1 intact record dropped\n"), run.out)
         XCTAssertEqual(try StoreFiles.read(directory + "/0000000001.cask"), header + first + last)
         try assertRepaired(directory, [Array("a".utf8): [1, 2, 3], Array("c".utf8): [7]], "lz4")

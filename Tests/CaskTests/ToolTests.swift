@@ -457,8 +457,8 @@ final class ToolTests: XCTestCase {
         try flipByte(in: segment, at: 40 + 111 * 3 + 60)  // inside the value of k3
         let run = try cask(["verify", dir.path])
         XCTAssertEqual(run.status, 65, run.out + run.err)
-        XCTAssertTrue(run.out.contains("corrupt: \(segment) offset 373 (111 bytes, record): checksum mismatch"), run.out)
-        XCTAssertTrue(run.out.contains("invalid hint: \(dir.appending("0000000001.hint")): the hint lists a record at offset 373 that the segment does not hold"), run.out)
+        XCTAssertTrue(run.out.contains("corrupt: \(segment) bytes 373..<484 (111 bytes, record): checksum mismatch"), run.out)
+        XCTAssertTrue(run.out.contains("invalid hint: \(dir.appending("0000000001.hint")): it lists 1 record inside damaged ranges of the segment (the first at offset 373)"), run.out)
         XCTAssertTrue(run.out.hasSuffix("Damage found: 1 damaged range, 1 invalid hint file.\n"), run.out)
 
         let json = try cask(["verify", dir.path, "--json"])
@@ -491,13 +491,13 @@ final class ToolTests: XCTestCase {
         try Data("stale".utf8).write(to: URL(fileURLWithPath: dir.appending("0000000009.hint")))
         var report = try CaskStore.verify(at: dir.path)
         XCTAssertEqual(report.recordsChecked, 7)
-        XCTAssertEqual(report.problems, [.init(kind: .tornTail, file: segment, offset: 817, length: 50, reason: "record is cut short (needs 111 bytes)")])
+        XCTAssertEqual(report.damagedRanges, [.init(kind: .tornTail, file: segment, segmentID: 1, offset: 817, length: 50, reason: "record is cut short (needs 111 bytes)")])
         XCTAssertEqual(report.invalidHints.map(\.file), [dir.appending("0000000009.hint")])
         XCTAssertEqual(report.segments.map(\.hint), [.absent])
 
         try flipByte(in: segment, at: 20)  // the segment id, under the header checksum
         report = try CaskStore.verify(at: dir.path)
-        XCTAssertEqual(report.problems.first, .init(kind: .segmentHeader, file: segment, offset: 0, length: 40, reason: "invalid segment header (header checksum mismatch)"))
+        XCTAssertEqual(report.damagedRanges.first, .init(kind: .segmentHeader, file: segment, segmentID: 1, offset: 0, length: 40, reason: "invalid segment header (header checksum mismatch)"))
         XCTAssertEqual(report.recordsChecked, 7, "records are still checked behind a bad header")
         XCTAssertFalse(report.isClean)
     }
@@ -526,7 +526,7 @@ final class ToolTests: XCTestCase {
         try Data(contentsOf: URL(fileURLWithPath: second)).write(to: URL(fileURLWithPath: first))
         try firstBytes.write(to: URL(fileURLWithPath: second))
         report = try CaskStore.verify(at: dir.path)
-        XCTAssertEqual(report.problems, [])
+        XCTAssertEqual(report.damagedRanges, [])
         XCTAssertEqual(report.invalidHints.map(\.file), [first, second])
         XCTAssertEqual(report.segments.prefix(2).map(\.hint), [.invalid, .invalid])
     }
@@ -552,9 +552,9 @@ final class ToolTests: XCTestCase {
 
         let report = try CaskStore.verify(at: dir.path)
         XCTAssertEqual(report.recordsChecked, 1)
-        XCTAssertEqual(report.problems, [.init(kind: .record, file: segment, offset: 40, length: Int64(record.count), reason: "LZ4 payload does not expand to 1001 bytes")])
+        XCTAssertEqual(report.damagedRanges, [.init(kind: .record, file: segment, segmentID: 1, offset: 40, length: Int64(record.count), reason: "LZ4 payload does not expand to 1001 bytes")])
         let run = try cask(["verify", dir.path])
         XCTAssertEqual(run.status, 65)
-        XCTAssertTrue(run.out.contains("offset 40 ("), run.out)
+        XCTAssertTrue(run.out.contains("bytes 40..<"), run.out)
     }
 }

@@ -128,7 +128,7 @@ final class TornWriteTests: XCTestCase {
 
             let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
             let report = store.recoveryReport
-            XCTAssertEqual(report.corruptRanges.map(\.offset), lostTail ? [Int64(cut)] : [], "\(context): \(report)")
+            XCTAssertEqual(report.damagedRanges.map(\.offset), lostTail ? [Int64(cut)] : [], "\(context): \(report)")
             if boundaries.contains(cut) {
                 XCTAssertTrue(report.truncations.isEmpty, "\(context) is a record boundary: \(report)")
             } else {
@@ -142,7 +142,7 @@ final class TornWriteTests: XCTestCase {
                 }
             }
             if keepHint && cut < fullLength {
-                XCTAssertEqual(report.invalidHints, [scratch.appending(hintName)], "\(context): a hint covering more than the file")
+                XCTAssertEqual(report.invalidHints.map(\.file), [scratch.appending(hintName)], "\(context): a hint covering more than the file")
             }
             XCTAssertEqual(try StoreFiles.fileSize(scratch.appending(lastName)), boundary, "\(context): file length after the cut")
             try verify(store, expected, context)
@@ -151,7 +151,7 @@ final class TornWriteTests: XCTestCase {
                 try store.put("after-cut", [1, 2, 3])
                 try store.close()
                 let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
-                XCTAssertEqual(again.recoveryReport.corruptRanges.map(\.offset), lostTail ? [Int64(boundary)] : [], "\(context), reopened: \(again.recoveryReport)")
+                XCTAssertEqual(again.recoveryReport.damagedRanges.map(\.offset), lostTail ? [Int64(boundary)] : [], "\(context), reopened: \(again.recoveryReport)")
                 XCTAssertTrue(again.recoveryReport.truncations.isEmpty, "\(context), reopened: \(again.recoveryReport)")
                 var expectedAfter = expected
                 expectedAfter[Array("after-cut".utf8)] = [1, 2, 3]
@@ -237,7 +237,7 @@ final class TornWriteTests: XCTestCase {
 
                 let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
                 let report = store.recoveryReport
-                XCTAssertTrue(report.corruptRanges.isEmpty, "\(context): \(report)")
+                XCTAssertTrue(report.damagedRanges.isEmpty, "\(context): \(report)")
                 if reserved {
                     XCTAssertTrue(report.isClean, "\(context): \(report)")
                 } else {
@@ -294,7 +294,7 @@ final class TornWriteTests: XCTestCase {
             if complete {
                 XCTAssertTrue(report.isClean, "\(name): \(report)")
             } else {
-                XCTAssertTrue(report.corruptRanges.isEmpty, "\(name): \(report)")
+                XCTAssertTrue(report.damagedRanges.isEmpty, "\(name): \(report)")
                 XCTAssertEqual(report.truncations.map(\.file), [path], "\(name): \(report)")
             }
             try verify(store, fixture.model, name)
@@ -329,12 +329,12 @@ final class TornWriteTests: XCTestCase {
         var options = verificationOptions()  // nothing rewrites the hint on close
         options.maxSegmentSize = 1 << 20
         let store = try CaskStore.open(at: fixture.dir.path, options: options)
-        XCTAssertEqual(store.recoveryReport.invalidHints, [hintPath], "\(store.recoveryReport)")
+        XCTAssertEqual(store.recoveryReport.invalidHints.map(\.file), [hintPath], "\(store.recoveryReport)")
         XCTAssertEqual(store.recoveryReport.truncations.map(\.offset), [Int64(cutRecord.offset)])
-        let lost = RecoveryReport.CorruptRange(
-            file: fixture.lastPath, offset: Int64(cutRecord.offset + 3), length: Int64(fixture.last.last!.end - cutRecord.offset - 3),
+        let lost = DamagedRange(
+            kind: .record, file: fixture.lastPath, segmentID: fixture.lastID, offset: Int64(cutRecord.offset + 3), length: Int64(fixture.last.last!.end - cutRecord.offset - 3),
             reason: "the segment ends at \(cutRecord.offset + 3) bytes but its hint file describes \(fixture.last.last!.end): records at its end were lost ('cask recover --dry-run' names them)")
-        XCTAssertEqual(store.recoveryReport.corruptRanges, [lost])
+        XCTAssertEqual(store.recoveryReport.damagedRanges, [lost])
         var expected = StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cutRecord.offset })
         try verify(store, expected, "after the cut")
         var rng = SeededGenerator(seed: 46)
@@ -347,7 +347,7 @@ final class TornWriteTests: XCTestCase {
         XCTAssertEqual(try StoreFiles.fileSize(fixture.lastPath), cutRecord.offset, "never appended to")
         XCTAssertTrue(FileManager.default.fileExists(atPath: hintPath), "the hint is kept")
         let again = try CaskStore.open(at: fixture.dir.path, options: options)
-        XCTAssertEqual(again.recoveryReport.corruptRanges.map(\.offset), [Int64(cutRecord.offset)], "\(again.recoveryReport)")
+        XCTAssertEqual(again.recoveryReport.damagedRanges.map(\.offset), [Int64(cutRecord.offset)], "\(again.recoveryReport)")
         try verify(again, expected, "after growing past the stale hint")
         try again.close()
     }

@@ -63,7 +63,7 @@ private func runStoreImage(_ image: UnsafeRawBufferPointer) {
     // Hint files the open trusted (it rejects only a hint that does not parse) that verification
     // found disagreeing with their segments: possible here because checksums are off.
     let trustedDisagreeingHints = Set((try? verification.get().invalidHints.map(\.file)) ?? [])
-        .subtracting(store.recoveryReport.invalidHints)
+        .subtracting(store.recoveryReport.invalidHints.map(\.file))
     if (try? store.put(probeKey, probeValue)) != nil { expected[probeKey] = .some(probeValue) }
     let compaction = Result { () throws(CaskError) in try store.compact() }
     trace("compaction: \(compaction)")

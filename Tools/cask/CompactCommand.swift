@@ -35,23 +35,16 @@ struct CompactCommand: Subcommand {
         var milliseconds: UInt64
         /// Damage the open found and damage found in segments chosen for compaction: the segments
         /// that hold it were left as they are.
-        var damage: [Damage]
-    }
-
-    struct Damage: Encodable {
-        var file: String
-        var offset: Int64
-        var length: Int64
-        var reason: String
+        var damage: [DamageOutput]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForWriting(directory, createIfMissing: false, automaticCompaction: false)
         // Damage the open found (its segments are never compacted), then what compacting finds.
-        var damage = store.recoveryReport.corruptRanges
+        var damage = store.recoveryReport.damagedRanges
         let before = try DiskUsage.bytes(of: directory)
         let progress = ProgressReporter(label: "compacting", output: output)
-        let result = try CaskError.wrap { () throws(CaskError) in try store.compact { done, total in progress.update(done, of: total) } }
+        let result = try CaskError.wrap { () throws(CaskError) in try store.compact { progress.update($0.done, of: $0.total) } }
         progress.finish()
         damage += result.damage
         let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
@@ -62,7 +55,7 @@ struct CompactCommand: Subcommand {
             recordsCopied: result.recordsCopied, recordsDropped: result.recordsDropped,
             keys: statistics.keys, liveBytes: statistics.liveBytes, deadBytes: statistics.deadBytes,
             milliseconds: result.milliseconds,
-            damage: damage.map { Damage(file: $0.file, offset: $0.offset, length: $0.length, reason: $0.reason) })
+            damage: damage.map(DamageOutput.init))
         if json {
             try output.json(report)
         } else {

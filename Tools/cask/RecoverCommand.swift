@@ -40,12 +40,6 @@ struct RecoverCommand: Subcommand {
     }
 
     struct Report: Encodable {
-        struct Range: Encodable {
-            var offset: Int64
-            var length: Int64
-            var reason: String
-        }
-
         struct Change: Encodable {
             /// truncate, rewrite, rebuild-hint, remove, finish-compaction
             var kind: String
@@ -54,7 +48,7 @@ struct RecoverCommand: Subcommand {
             var bytesAfter: Int64?
             var recordsDropped: Int
             var recordsRestored: Int
-            var droppedRanges: [Range]
+            var droppedRanges: [DamageOutput]
             var reason: String
         }
 
@@ -87,7 +81,7 @@ struct RecoverCommand: Subcommand {
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         var reporter: ProgressReporter?
-        var phase: CaskStore.RepairProgress.Phase?
+        var phase: CaskStore.Progress.Phase?
         let repair = try CaskError.wrap { () throws(CaskError) in
             try CaskStore.repair(at: directory, dryRun: dryRun, backupDirectory: backup) { progress in
                 if progress.phase != phase {
@@ -136,7 +130,7 @@ struct RecoverCommand: Subcommand {
                 line += "; \(Self.count(change.bytesBefore, "byte"))"
             }
             output.line(line)
-            for range in change.droppedRanges { output.line("  dropped \(range)") }
+            for range in change.droppedRanges { output.line("  dropped \(range.summary)") }
             if change.recordsDropped > 0 { output.line("  \(Self.count(change.recordsDropped, "intact record")) dropped") }
             if change.recordsRestored > 0 { output.line("  \(Self.count(change.recordsRestored, "record")) restored from the hint file") }
         }
@@ -155,7 +149,7 @@ struct RecoverCommand: Subcommand {
                     output.line("Verified: no damage found.")
                 } else {
                     output.line("Verify still finds damage:")
-                    for problem in verification.problems { output.line("corrupt: \(problem)") }
+                    for problem in verification.damagedRanges { output.line("corrupt: \(problem)") }
                     for hint in verification.invalidHints { output.line("invalid hint: \(hint)") }
                 }
             }
@@ -174,7 +168,7 @@ struct RecoverCommand: Subcommand {
                 Report.Change(
                     kind: change.kind.rawValue, file: change.file, bytesBefore: change.bytesBefore, bytesAfter: change.bytesAfter,
                     recordsDropped: change.recordsDropped, recordsRestored: change.recordsRestored,
-                    droppedRanges: change.droppedRanges.map { Report.Range(offset: $0.offset, length: $0.length, reason: $0.reason) },
+                    droppedRanges: change.droppedRanges.map(DamageOutput.init),
                     reason: change.reason)
             },
             lostRecords: repair.lostRecords.map { lost in

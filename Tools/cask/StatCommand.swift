@@ -56,7 +56,7 @@ struct StatCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForReading(directory)
         let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
-        let damaged = store.recoveryReport.corruptRanges.count + store.recoveryReport.truncations.count
+        let damaged = store.recoveryReport.damagedRanges.count + store.recoveryReport.truncations.count
         try StoreAccess.close(store)
         let report = Report(
             directory: directory,

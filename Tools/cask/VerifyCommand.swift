@@ -31,14 +31,6 @@ struct VerifyCommand: Subcommand {
             var hintEntries: Int?
         }
 
-        struct Problem: Encodable {
-            var kind: String
-            var file: String
-            var offset: Int64
-            var length: Int64
-            var reason: String
-        }
-
         struct InvalidHint: Encodable {
             var file: String
             var reason: String
@@ -49,26 +41,26 @@ struct VerifyCommand: Subcommand {
         var records: Int
         var bytes: Int64
         var segments: [Segment]
-        var problems: [Problem]
+        var problems: [DamageOutput]
         var invalidHints: [InvalidHint]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let progress = ProgressReporter(label: "verifying", output: output)
         let verification = try CaskError.wrap { () throws(CaskError) in
-            try CaskStore.verify(at: directory) { done, total in progress.update(done, of: total) }
+            try CaskStore.verify(at: directory) { progress.update($0.done, of: $0.total) }
         }
         progress.finish()
         if json {
             try output.json(Self.report(verification))
         } else {
             output.line("Verified \(directory): \(Self.count(verification.segments.count, "segment")), \(Self.count(verification.recordsChecked, "record")), \(Self.count(verification.bytesChecked, "byte")).")
-            for problem in verification.problems { output.line("corrupt: \(problem)") }
+            for problem in verification.damagedRanges { output.line("corrupt: \(problem)") }
             for hint in verification.invalidHints { output.line("invalid hint: \(hint)") }
             if verification.isClean {
                 output.line("No damage found.")
             } else {
-                output.line("Damage found: \(Self.count(verification.problems.count, "damaged range")), \(Self.count(verification.invalidHints.count, "invalid hint file")).")
+                output.line("Damage found: \(Self.count(verification.damagedRanges.count, "damaged range")), \(Self.count(verification.invalidHints.count, "invalid hint file")).")
             }
         }
         return verification.isClean ? .success : .dataError
@@ -96,9 +88,7 @@ struct VerifyCommand: Subcommand {
                 }
                 return Report.Segment(id: segment.id, file: segment.file, bytes: segment.bytes, records: segment.records, hint: hint, hintEntries: entries)
             },
-            problems: verification.problems.map {
-                Report.Problem(kind: $0.kind.rawValue, file: $0.file, offset: $0.offset, length: $0.length, reason: $0.reason)
-            },
+            problems: verification.damagedRanges.map(DamageOutput.init),
             invalidHints: verification.invalidHints.map { Report.InvalidHint(file: $0.file, reason: $0.reason) })
     }
 }

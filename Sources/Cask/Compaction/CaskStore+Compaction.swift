@@ -13,7 +13,7 @@ extension CaskStore {
         public var milliseconds: UInt64 = 0
         /// Damage found in segments chosen for compaction: each such segment was left as it is (and
         /// is skipped by later compactions of this open store); `cask recover` repairs it.
-        public var damage: [RecoveryReport.CorruptRange] = []
+        public var damage: [DamagedRange] = []
 
         public init() {}
     }
@@ -28,10 +28,10 @@ extension CaskStore {
     /// One compaction runs at a time; a second call waits.
     /// Complexity: one sequential read of the segments compacted and one write of their live records.
     ///
-    /// `progress`, if given, is called on the calling thread as the segments are read, with the bytes
-    /// read so far and the bytes to read in all.
+    /// `progress`, if given, is called on the calling thread as the segments are read (phase
+    /// ``Progress/Phase/compacting``), with the bytes read so far and the bytes to read in all.
     @discardableResult
-    public func compact(progress: ((_ done: Int64, _ total: Int64) -> Void)? = nil) throws(CaskError) -> CompactionResult {
+    public func compact(progress: ((Progress) -> Void)? = nil) throws(CaskError) -> CompactionResult {
         guard let writer else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }

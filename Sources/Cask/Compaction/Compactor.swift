@@ -119,9 +119,9 @@ struct Compactor {
     /// did not see: it read a hint file, or the bytes went bad since) stops that attempt before
     /// anything is published; the segment is marked damaged, so that no compaction reads it again
     /// until a repair, and the others are compacted without it. The damage is in the result.
-    func run(_ selection: Selection, progress: ((Int64, Int64) -> Void)? = nil) throws(CaskError) -> CaskStore.CompactionResult {
+    func run(_ selection: Selection, progress: ((CaskStore.Progress) -> Void)? = nil) throws(CaskError) -> CaskStore.CompactionResult {
         let started = CaskStore.nowMilliseconds()
-        var damage: [RecoveryReport.CorruptRange] = []
+        var damage: [DamagedRange] = []
         while true {
             switch try attempt(selection, progress: progress) {
             case .done(var result):
@@ -142,10 +142,10 @@ struct Compactor {
     private enum Attempt {
         case done(CaskStore.CompactionResult)
         /// Nothing was changed: `input` holds `range`.
-        case damaged(SegmentFile, RecoveryReport.CorruptRange)
+        case damaged(SegmentFile, DamagedRange)
     }
 
-    private func attempt(_ selection: Selection, progress: ((Int64, Int64) -> Void)?) throws(CaskError) -> Attempt {
+    private func attempt(_ selection: Selection, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> Attempt {
         guard let (inputs, dropBelow) = select(selection) else { return .done(CaskStore.CompactionResult()) }
         var result = CaskStore.CompactionResult()
         result.segmentsCompacted = inputs.count
@@ -157,8 +157,8 @@ struct Compactor {
         var expiredToForget: [Move] = []
         do throws(CaskError) {
             let now = CaskStore.nowMilliseconds()
-            var done: Int64 = 0
-            progress?(0, result.bytesBefore)
+            var meter = ProgressMeter(phase: .compacting, total: result.bytesBefore, report: progress)
+            meter.report(0)
             for input in inputs {
                 if let damage = try copyLive(
                     from: input, dropBelow: dropBelow, now: now, outputs: &outputs, moves: &moves, keys: &keys,
@@ -166,9 +166,9 @@ struct Compactor {
                     discard(outputs)
                     return .damaged(input, damage)
                 }
-                done += input.writtenLength.load(ordering: .relaxed)
-                progress?(done, result.bytesBefore)
+                meter.advance(by: input.writtenLength.load(ordering: .relaxed))
             }
+            meter.finish()
             try syncWhatTheCopyRelies(on: inputs)
             try publish(outputs)
         } catch {
@@ -215,7 +215,7 @@ struct Compactor {
     private func copyLive(
         from input: SegmentFile, dropBelow: UInt64, now: UInt64, outputs: inout [Output], moves: inout [Move],
         keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
-    ) throws(CaskError) -> RecoveryReport.CorruptRange? {
+    ) throws(CaskError) -> DamagedRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
         var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, fileSystem: fileSystem)
         var staging = ByteBuffer(capacity: 64 << 10)
@@ -277,7 +277,7 @@ struct Compactor {
             })
         if let failure { throw failure }
         if let damage = outcome.damage.first {
-            return .init(file: input.path, offset: damage.offset, length: damage.length, reason: damage.reason)
+            return damage
         }
         try judgeStaged()
         return nil

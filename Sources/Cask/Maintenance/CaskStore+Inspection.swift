@@ -43,7 +43,7 @@ extension CaskStore {
                         committedSeqs: committed)))
                 },
                 onDamage: { damage in
-                    visit(.damage(.init(kind: damage.kind.reported, file: path, offset: damage.offset, length: damage.length, reason: damage.reason)))
+                    visit(.damage(damage))
                 })
             let found = outcome != nil
             if !found && segment != nil {

@@ -42,5 +42,5 @@ public enum InspectedItem: Sendable, Equatable {
     case record(InspectedRecord)
     /// A damaged byte range: a bad segment header, bytes that are not a valid record, or a torn
     /// tail at the end of the active segment (a crash, or an append in progress).
-    case damage(VerificationReport.Problem)
+    case damage(DamagedRange)
 }

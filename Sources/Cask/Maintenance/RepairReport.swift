@@ -29,8 +29,10 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
         /// The file's size afterwards: 0 when it is removed, nil when it is not known yet (the
         /// hint file a dry run would rebuild).
         public var bytesAfter: Int64?
-        /// The byte ranges of the old file that the new one does not hold (segments only), in order.
-        public var droppedRanges: [DroppedRange] = []
+        /// The byte ranges of the old file that the new one does not hold (segments only), in
+        /// order: the damaged ranges an open or ``CaskStore/verify(at:progress:)`` reports (their
+        /// reasons prefixed with what the repair does), and the intact records dropped with them.
+        public var droppedRanges: [DamagedRange] = []
         /// Records that were readable but are dropped: batch members whose commit record is gone
         /// (never applied), values that do not decompress. Records inside a damaged range are not
         /// counted here: their bytes do not say how many there were (``lostRecords`` names those
@@ -51,7 +53,7 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
                 text += "; \(bytesBefore) -> \(bytesAfter ?? 0) bytes"
                 if recordsDropped > 0 { text += ", \(recordsDropped) intact record\(recordsDropped == 1 ? "" : "s") dropped" }
                 if recordsRestored > 0 { text += ", \(recordsRestored) record\(recordsRestored == 1 ? "" : "s") restored from the hint file" }
-                for range in droppedRanges { text += "\n  dropped \(range)" }
+                for range in droppedRanges { text += "\n  dropped \(range.summary)" }
             case .rebuildHint:
                 if let bytesAfter { text += "; \(bytesBefore) -> \(bytesAfter) bytes" }
             case .removeFile, .removeLeftover, .finishCompaction:
@@ -59,15 +61,6 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
             }
             return text
         }
-    }
-
-    /// Bytes of a segment that the repaired segment does not hold.
-    public struct DroppedRange: Sendable, Equatable, CustomStringConvertible {
-        public var offset: Int64
-        public var length: Int64
-        public var reason: String
-
-        public var description: String { "bytes \(offset)..<\(offset + length) (\(length) bytes): \(reason)" }
     }
 
     /// A record inside a damaged range whose identity is known: from the segment's hint file (which

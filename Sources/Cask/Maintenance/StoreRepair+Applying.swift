@@ -7,7 +7,7 @@ import Foundation
 extension StoreRepair {
     // MARK: Applying
 
-    func apply(_ plan: inout Plan, progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) {
+    func apply(_ plan: inout Plan, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
         for (name, syncAfter) in plan.removals {
             do throws(Errno) {
                 do { try fileSystem.unlink(path(name)) } catch where error == .noEntry {}
@@ -16,7 +16,7 @@ extension StoreRepair {
                 throw CaskError.from(error, operation: "remove", path: path(name))
             }
         }
-        var meter = RepairMeter(phase: .repairing, total: 0, report: progress)
+        var meter = ProgressMeter(phase: .repairing, total: 0, report: progress)
         for repair in plan.segments {
             if let rewrite = repair.rewrite { meter.total += rewrite.pieces.reduce(Int64(SegmentHeader.length)) { $0 + $1.length } }
         }
@@ -55,7 +55,7 @@ extension StoreRepair {
 
     /// Writes the repaired segment as `<segment>.tmp`, syncs it, renames it over the segment and
     /// syncs the directory: a crash leaves the old segment or the new one, never a mix.
-    func rewrite(_ segmentPath: String, header: SegmentHeader, pieces: [Piece], meter: inout RepairMeter) throws(CaskError) {
+    func rewrite(_ segmentPath: String, header: SegmentHeader, pieces: [Piece], meter: inout ProgressMeter) throws(CaskError) {
         let temporary = segmentPath + ".tmp"
         do throws(Errno) {
             let source = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0)

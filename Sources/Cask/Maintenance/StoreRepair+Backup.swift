@@ -41,7 +41,7 @@ extension StoreRepair {
     }
 
     /// Copies `names` from the store directory into `backup` (created, or empty), durably.
-    func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) {
+    func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
         do throws(Errno) {
             switch fileSystem.isDirectory(backup) {
             case .some(true):
@@ -56,7 +56,7 @@ extension StoreRepair {
             let why = error == .exists ? " (it must be new or empty)" : ""
             throw CaskError.io(operation: "create backup directory\(why)", path: backup, errno: error)
         }
-        var meter = RepairMeter(phase: .backingUp, total: 0, report: progress)
+        var meter = ProgressMeter(phase: .backingUp, total: 0, report: progress)
         for name in names { meter.total += (try? size(of: name)) ?? 0 }
         meter.report(0)
         for name in names {
@@ -80,7 +80,7 @@ extension StoreRepair {
     }
 
     /// Copies `length` bytes in chunks of 1 MiB; a source shorter than that is an I/O error.
-    func copy(from source: Int32, at offset: Int64, length: Int64, to output: Int32, at outputOffset: Int64, meter: inout RepairMeter) throws(Errno) {
+    func copy(from source: Int32, at offset: Int64, length: Int64, to output: Int32, at outputOffset: Int64, meter: inout ProgressMeter) throws(Errno) {
         var done: Int64 = 0
         while done < length {
             var chunk = [UInt8](repeating: 0, count: Int(min(1 << 20, length - done)))

@@ -18,6 +18,8 @@ extension StoreRepair {
         /// Nil: copied from the old segment; else the rebuilt bytes.
         var rebuilt: [UInt8]?
         var dropReason: String?
+        /// What a dropped record is: damaged (a value that does not decompress), or part of a batch never applied.
+        var dropKind = DamagedRange.Kind.record
     }
 
     func planSegment(_ segment: SegmentAnalysis, nextSeq: UInt64, into plan: inout Plan) {
@@ -48,6 +50,7 @@ extension StoreRepair {
             if !rebuiltBatches.contains(batch) {
                 items[index].rebuilt = nil
                 items[index].dropReason = "the commit record of a batch whose members are not all there (never applied)"
+                items[index].dropKind = .uncommittedBatch
             }
         }
         for index in items.indices where items[index].dropReason == nil && items[index].rebuilt == nil {
@@ -57,18 +60,21 @@ extension StoreRepair {
             items[index].dropReason = item.type == .batch
                 ? "the commit record of a batch whose members are not all there (never applied)"
                 : "a member of a batch without its commit record (never applied)"
+            items[index].dropKind = .uncommittedBatch
         }
 
         var dropped = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.map { range in
-            RepairReport.DroppedRange(
-                offset: range.offset, length: range.length,
-                reason: (range.kind == .tornTail ? "torn write at the end of the active segment: " : "damaged: ") + range.reason)
+            var dropped = range
+            dropped.reason = (range.kind == .tornTail ? "torn write at the end of the active segment: " : "damaged: ") + range.reason
+            return dropped
         }
         var pieces: [Piece] = []
         var recordsDropped = 0, recordsRestored = 0
         for item in items {
             if let reason = item.dropReason {
-                dropped.append(.init(offset: item.offset, length: item.length, reason: "\(item.type) record, seq \(item.seq): \(reason)"))
+                dropped.append(DamagedRange(
+                    kind: item.dropKind, file: segment.path, segmentID: segment.id,
+                    offset: item.offset, length: item.length, reason: "\(item.type) record, seq \(item.seq): \(reason)"))
                 recordsDropped += 1
             } else if let bytes = item.rebuilt {
                 pieces.append(.bytes(bytes))

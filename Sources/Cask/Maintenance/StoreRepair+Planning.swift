@@ -41,7 +41,7 @@ extension StoreRepair {
         var hintChange: Int?
     }
 
-    func makePlan(progress: ((CaskStore.RepairProgress) -> Void)?) throws(CaskError) -> Plan {
+    func makePlan(progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> Plan {
         let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         var plan = Plan(report: RepairReport(directory: directory))
         plan.report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
@@ -84,7 +84,7 @@ extension StoreRepair {
         if plan.removals.count > leftoversStart { plan.removals[plan.removals.count - 1].syncAfter = true }
 
         // 3. Segments and their hints.
-        var meter = RepairMeter(phase: .checking, total: 0, report: progress)
+        var meter = ProgressMeter(phase: .checking, total: 0, report: progress)
         for id in ids { meter.total += (try? size(of: SegmentName.segment(id))) ?? 0 }
         meter.report(0)
         var segments: [SegmentAnalysis] = []

@@ -40,7 +40,7 @@ extension StoreRepair {
         var length: Int64
         var header: Result<SegmentHeader, SegmentHeader.Problem>
         var records: [ScannedRecord] = []
-        var corrupt: [SegmentReader.Damage] = []
+        var corrupt: [DamagedRange] = []
         var hasHint: Bool
         /// Nil when the hint file is valid and agrees with the segment record for record.
         var hintProblem: String?
@@ -54,7 +54,7 @@ extension StoreRepair {
         var headerReason: String?
     }
 
-    func analyseSegment(_ id: UInt64, of listing: StoreDirectory, meter: inout RepairMeter) throws(CaskError) -> SegmentAnalysis {
+    func analyseSegment(_ id: UInt64, of listing: StoreDirectory, meter: inout ProgressMeter) throws(CaskError) -> SegmentAnalysis {
         let segmentPath = listing.segmentPath(id)
         var analysis = SegmentAnalysis(id: id, path: segmentPath, length: 0, header: .failure(.tooShort), hasHint: listing.hintedIDs.contains(id))
         var records: [ScannedRecord] = []
@@ -77,7 +77,7 @@ extension StoreRepair {
         guard let outcome = read else {
             throw CaskError.io(operation: "open", path: segmentPath, errno: .noEntry)
         }
-        meter.advance(to: start + analysis.length, force: true)
+        meter.report(start + analysis.length)
         if case .failure = analysis.header, let damage = outcome.damage.first, damage.kind != .tornTail {
             analysis.header = .failure(.badChecksum)
             analysis.headerReason = damage.reason
@@ -109,84 +109,45 @@ extension StoreRepair {
         bytes.prefix(8).enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
     }
 
-    /// Compares the segment's hint file with the scan. A hint that lists every intact record exactly
-    /// (and nothing else outside the damaged ranges) is trusted for the records it lists inside them.
+    /// Compares the segment's hint file with the scan (``HintCheck``). A hint that lists every
+    /// intact record exactly (and nothing else outside the damaged ranges) is trusted for the
+    /// records it lists inside them, and for those it lists past the segment's end (lost with its tail).
     func checkHint(_ analysis: inout SegmentAnalysis) {
         let hintPath = path(SegmentName.hint(analysis.id))
-        // The bound recovery and verify apply before reading a hint into memory.
-        // A hint that describes more than the segment holds (its tail lost) is read as far as it
-        // goes: its entries past the segment's end name the records lost.
-        let described = max(analysis.length, declaredCoverage(hintPath, segmentID: analysis.id) ?? 0)
-        let bytes: [UInt8]?
-        do { bytes = try readAll(hintPath, limit: 2 * described + Int64(HintFile.maxBlockLength)) } catch {
-            analysis.hintProblem = "cannot read: \(error)"
+        let bytes: [UInt8]
+        switch SegmentReader.readHint(of: analysis.id, segmentLength: analysis.length, at: hintPath, fileSystem: fileSystem) {
+        case .read(let read): bytes = read
+        case .unusable(let invalid):
+            analysis.hintProblem = invalid.reason
             return
         }
-        guard let bytes, bytes.count >= HintFile.headerLength else {
-            analysis.hintProblem = "hint file is too short or too long for its segment"
+        guard var check = bytes.withUnsafeBytes({ HintCheck(hint: $0, segmentID: analysis.id, segmentLength: analysis.length) }) else {
+            analysis.hintProblem = bytes.withUnsafeBytes { SegmentReader.refusal(of: $0, segmentID: analysis.id, segmentLength: analysis.length) }
             return
         }
-        var lostTail: [RepairReport.LostRecord] = []
-        var byOffset: [Int64: Int] = [:]
-        for (index, record) in analysis.records.enumerated() { byOffset[record.offset] = index }
-        var mismatch: String?
-        var listed = 0
-        var hinted: [HintedRecord] = []
-        let records = analysis.records, corrupt = analysis.corrupt
-        let summary = bytes.withBytes { raw in
-            HintFile.forEachEntry(in: raw, segmentID: analysis.id, segmentLength: described) { entry in
-                guard mismatch == nil else { return }
-                if entry.offset + Int64(entry.recordLength) > analysis.length {
-                    lostTail.append(.init(
-                        file: analysis.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: Array(entry.key), verified: true))
-                } else if let index = byOffset[entry.offset] {
-                    let record = records[index]
-                    if record.type != entry.type || record.flags != entry.flags || record.seq != entry.seq
-                        || record.length != Int64(entry.recordLength) || record.valueLength != entry.valueLength
-                        || record.expiresAt != entry.expiresAt || !record.key.elementsEqual(entry.key) {
-                        mismatch = "the entry for the record at offset \(entry.offset) differs from it"
-                    }
-                    listed += 1
-                } else if corrupt.contains(where: { $0.contains(entry.offset, length: Int64(entry.recordLength)) }) {
-                    hinted.append(HintedRecord(
-                        offset: entry.offset, length: Int64(entry.recordLength), type: entry.type, flags: entry.flags,
-                        seq: entry.seq, valueLength: entry.valueLength, key: Array(entry.key)))
-                } else {
-                    mismatch = "the hint lists a record at offset \(entry.offset) that the segment does not hold"
-                }
-            }
+        for record in analysis.records {
+            check.check(
+                offset: record.offset, type: record.type, flags: record.flags, seq: record.seq, recordLength: Int(record.length),
+                valueLength: record.valueLength, expiresAt: record.expiresAt, key: record.key)
         }
-        guard let summary else {
-            analysis.hintProblem = "hint file fails validation (header, block checksum or entry encoding), or describes more than the segment's \(analysis.length) bytes"
-            return
+        let verdict = check.finish(damage: analysis.corrupt, segmentLength: analysis.length)
+        analysis.hintProblem = verdict.problem
+        guard verdict.mismatch == nil else { return }
+        analysis.hinted = verdict.inDamage.map { entry in
+            HintedRecord(
+                offset: entry.offset, length: Int64(entry.recordLength), type: entry.type, flags: entry.flags,
+                seq: entry.seq, valueLength: entry.valueLength, key: Array(check.key(of: entry)))
         }
-        if mismatch == nil && listed != records.filter({ $0.offset < summary.coveredLength }).count {
-            mismatch = "the segment has records that the hint does not list"
+        // The segment lost its end: name every record the hint says was there.
+        analysis.suspected += verdict.pastEnd.map { entry in
+            RepairReport.LostRecord(
+                file: analysis.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: Array(check.key(of: entry)), verified: true)
         }
-        if let mismatch {
-            analysis.hintProblem = mismatch
-        } else {
-            analysis.hinted = hinted
-            if !hinted.isEmpty { analysis.hintProblem = "the hint lists records in damaged ranges" }
-            if !lostTail.isEmpty {
-                // The segment lost its end: name every record the hint says was there.
-                analysis.suspected += lostTail
-                analysis.hintProblem = "it describes \(summary.coveredLength) bytes of a segment that holds \(analysis.length): the \(lostTail.count) record\(lostTail.count == 1 ? "" : "s") it lists past the end were lost"
-            }
-        }
-    }
-
-    /// The covered length a hint file's header declares (checksum valid, for this segment), if any.
-    func declaredCoverage(_ hintPath: String, segmentID: UInt64) -> Int64? {
-        guard let header = SegmentReader.hintHeader(at: hintPath, fileSystem: fileSystem),
-              let summary = header.withBytes({ HintFile.declaredSummary($0) }), summary.segmentID == segmentID else { return nil }
-        // Never more than a segment can be (a crafted header cannot make the read unbounded).
-        return min(summary.coveredLength, Int64(UInt32.max))
     }
 
     /// The record a damaged range seems to start with, when its header still parses (unverified:
     /// any field may be damaged).
-    func suspectedRecord(in range: SegmentReader.Damage, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
+    func suspectedRecord(in range: DamagedRange, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
         var bytes = [UInt8](repeating: 0, count: Int(min(range.length, Int64(Limits.maxRecordHeaderLength + Limits.maxKeyLength))))
         let read: Int
         do { read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: range.offset) } } catch {

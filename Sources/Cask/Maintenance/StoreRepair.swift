@@ -4,23 +4,6 @@ import Glibc
 import Foundation
 
 extension CaskStore {
-    /// How far ``repair(at:dryRun:backupDirectory:progress:)`` has got: bytes done of bytes to do,
-    /// per phase.
-    public struct RepairProgress: Sendable, Equatable {
-        public enum Phase: String, Sendable, Equatable {
-            /// Reading every segment and hint file (the whole of a dry run).
-            case checking
-            /// Copying the files about to change into the backup directory.
-            case backingUp = "backing up"
-            /// Writing the repaired files.
-            case repairing
-        }
-
-        public var phase: Phase
-        public var done: Int64
-        public var total: Int64
-    }
-
     /// Repairs a damaged store in `directory`, which no process may have open: afterwards
     /// ``verify(at:progress:)`` finds it clean, and opening it cuts and skips nothing.
     ///
@@ -66,7 +49,7 @@ extension CaskStore {
     /// Complexity: one read of every segment; one write of each segment it rewrites.
     public static func repair(
         at directory: String, dryRun: Bool = false, backupDirectory: String? = nil,
-        progress: ((RepairProgress) -> Void)? = nil
+        progress: ((Progress) -> Void)? = nil
     ) throws(CaskError) -> RepairReport {
         try StoreRepair(directory: directory, fileSystem: PosixFileSystem())
             .run(dryRun: dryRun, backupDirectory: backupDirectory, progress: progress)
@@ -85,7 +68,7 @@ package struct StoreRepair {
     }
 
     package func run(
-        dryRun: Bool, backupDirectory: String?, progress: ((CaskStore.RepairProgress) -> Void)?
+        dryRun: Bool, backupDirectory: String?, progress: ((CaskStore.Progress) -> Void)?
     ) throws(CaskError) -> RepairReport {
         switch fileSystem.isDirectory(directory) {
         case .some(true): break
@@ -148,40 +131,4 @@ package struct StoreRepair {
         return fd
     }
 
-}
-
-/// Turns bytes done into `RepairProgress` reports: about one per MiB or 1%, and at the end.
-struct RepairMeter {
-    let phase: CaskStore.RepairProgress.Phase
-    var total: Int64
-    let report: ((CaskStore.RepairProgress) -> Void)?
-    private(set) var done: Int64 = 0
-    private var reported: Int64 = 0
-
-    init(phase: CaskStore.RepairProgress.Phase, total: Int64, report: ((CaskStore.RepairProgress) -> Void)?) {
-        self.phase = phase
-        self.total = total
-        self.report = report
-    }
-
-    func report(_ done: Int64) {
-        report?(CaskStore.RepairProgress(phase: phase, done: done, total: total))
-    }
-
-    /// Reports where it stands, if it has not already.
-    mutating func finish() {
-        if reported != done { advance(to: done, force: true) }
-    }
-
-    mutating func advance(by count: Int64) {
-        advance(to: done + count)
-    }
-
-    mutating func advance(to position: Int64, force: Bool = false) {
-        done = position
-        if force || done - reported >= max(1 << 20, total / 100) {
-            reported = done
-            report(done)
-        }
-    }
 }

@@ -1,15 +1,5 @@
 /// What opening a store found and did. Available as ``CaskStore/recoveryReport``.
 public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
-    /// A byte range of a segment that holds no valid record and was skipped.
-    public struct CorruptRange: Sendable, Equatable, CustomStringConvertible {
-        public var file: String
-        public var offset: Int64
-        public var length: Int64
-        public var reason: String
-
-        public var description: String { "\(file) bytes \(offset)..<\(offset + length): \(reason)" }
-    }
-
     /// A cut made at the end of the active segment (a torn write from a crash).
     public struct Truncation: Sendable, Equatable, CustomStringConvertible {
         public var file: String
@@ -27,9 +17,12 @@ public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
     /// Records read from hint files or segment scans.
     public var recordsScanned = 0
     public var truncations: [Truncation] = []
-    public var corruptRanges: [CorruptRange] = []
-    /// Hint files that were present but invalid (the segment was scanned instead).
-    public var invalidHints: [String] = []
+    /// Every damaged range the open found and skipped, in segment id order, then by offset (an
+    /// invalid compaction manifest's first). A torn tail that a writable open cut is in
+    /// ``truncations`` instead; a read-only open, which cuts nothing, lists it here.
+    public var damagedRanges: [DamagedRange] = []
+    /// Hint files that were present but not used (the segment was read instead).
+    public var invalidHints: [InvalidHint] = []
     /// Files the store directory holds that are not part of the store, each with why: names that
     /// look like a store's but are not one (`4.cask`, an id out of range), and hint files whose
     /// segment does not exist. Every reader ignores them, and nothing removes them but `recover`
@@ -38,12 +31,12 @@ public struct RecoveryReport: Sendable, Equatable, CustomStringConvertible {
 
     public var bytesTruncated: Int64 { truncations.reduce(0) { $0 + $1.bytesRemoved } }
     /// True when the store opened without cutting or skipping anything.
-    public var isClean: Bool { truncations.isEmpty && corruptRanges.isEmpty }
+    public var isClean: Bool { truncations.isEmpty && damagedRanges.isEmpty }
 
     public var description: String {
         var lines = ["\(segments) segments (\(segmentsFromHints) from hints), \(recordsScanned) records"]
         lines += truncations.map { "truncated: \($0)" }
-        lines += corruptRanges.map { "corrupt: \($0)" }
+        lines += damagedRanges.map { "corrupt: \($0)" }
         lines += invalidHints.map { "invalid hint ignored: \($0)" }
         lines += ignoredFiles.map { "ignored: \($0)" }
         return lines.joined(separator: "\n")

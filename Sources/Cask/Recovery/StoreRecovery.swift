@@ -68,7 +68,7 @@ package struct StoreRecovery {
         if writable {
             for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
         }
-        var manifestProblem: RecoveryReport.CorruptRange?
+        var manifestProblem: DamagedRange?
         switch listing.manifest {
         case .valid(let inputs)?:
             // The segments it lists were replaced by segments already on disk. A writable open
@@ -81,20 +81,20 @@ package struct StoreRecovery {
         case .invalid(let reason)?:
             // Reported and ignored: nothing is deleted on its word.
             let size = (try? fileSystem.fileSize(atPath: path(CompactionManifest.fileName))) ?? 0
-            manifestProblem = .init(file: path(CompactionManifest.fileName), offset: 0, length: size, reason: reason)
+            manifestProblem = DamagedRange(kind: .compactionManifest, file: path(CompactionManifest.fileName), segmentID: nil, offset: 0, length: size, reason: reason)
         case nil:
             break
         }
         let ids = listing.segmentIDs
         var hinted = listing.hintedIDs
         var carriedTruncations: [RecoveryReport.Truncation] = []
-        var distrustedHints: [String] = []
+        var distrustedHints: [InvalidHint] = []
         attempt: while true {
             var result = Result(index: KeyIndex(minimumCapacity: 1024))
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
             result.report.ignoredFiles = listing.ignoredFiles
-            if let manifestProblem { result.report.corruptRanges.append(manifestProblem) }
+            if let manifestProblem { result.report.damagedRanges.append(manifestProblem) }
             result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
             result.index.beginRecovery()
             for id in ids {
@@ -106,7 +106,9 @@ package struct StoreRecovery {
                     // checksum): report it and, in a writable open, remove it.
                     hinted.remove(distrusted)
                     carriedTruncations = result.report.truncations
-                    distrustedHints.append(path(SegmentName.hint(distrusted)))
+                    distrustedHints.append(InvalidHint(
+                        file: path(SegmentName.hint(distrusted)), segmentID: distrusted,
+                        reason: "its header and block checksums hold but an entry does not parse (a damaged block length)"))
                     if writable { try? fileSystem.unlink(path(SegmentName.hint(distrusted))) }
                     continue attempt
                 }
@@ -196,8 +198,8 @@ package struct StoreRecovery {
         var scanFrom = Int64(SegmentHeader.length)
         var settled: Int64?
         var hintCovers: Int64 = 0
-        var lostTail: SegmentReader.Damage?
-        var hintDamage: [SegmentReader.Damage] = []
+        var lostTail: DamagedRange?
+        var hintDamage: [DamagedRange] = []
         if hasHint {  // A hint names its segment itself: it is used behind a damaged header too.
             switch loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
             case .applied(let covered, let settledByHint, let damage):
@@ -207,8 +209,8 @@ package struct StoreRecovery {
                 settled = settledByHint
                 hintCovers = covered
                 result.report.segmentsFromHints += 1
-            case .invalid(let lost):
-                result.report.invalidHints.append(path(SegmentName.hint(id)))
+            case .invalid(let invalid, let lost):
+                result.report.invalidHints.append(invalid)
                 lostTail = lost
                 // The hint is kept: it may be the only record of what a damaged segment held (a
                 // repair reads it). Only the active segment's goes, which new writes could make
@@ -275,9 +277,7 @@ package struct StoreRecovery {
         if let lostTail { damage.append(lostTail) }
         damage += hintDamage
         stats.damaged = !damage.isEmpty
-        for range in damage {
-            result.report.corruptRanges.append(.init(file: segmentPath, offset: range.offset, length: range.length, reason: range.reason))
-        }
+        result.report.damagedRanges += damage
 
         // A damaged segment is never appended to: a new one starts, so the damage stays where it is.
         if keepOpenForWriting && length < maxSegmentSize && damage.isEmpty {
@@ -293,30 +293,27 @@ package struct StoreRecovery {
     private enum HintLoad {
         /// Applied; the segment bytes it covers, where its last entry that is not a batch member ends,
         /// and the incomplete batches it lists (damage, as a read of the records would find).
-        case applied(covered: Int64, settled: Int64, damage: [SegmentReader.Damage])
-        /// Unusable; the segment is read in full instead. `lostTail`: the hint describes more than
-        /// the segment holds.
-        case invalid(lostTail: SegmentReader.Damage?)
+        case applied(covered: Int64, settled: Int64, damage: [DamagedRange])
+        /// Unusable, and why; the segment is read in full instead. `lostTail`: the hint describes
+        /// more than the segment holds.
+        case invalid(InvalidHint, lostTail: DamagedRange?)
     }
 
     /// Applies a hint file, or says why it cannot be used.
     private func loadHint(
         id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
     ) -> HintLoad {
-        let hintPath = path(SegmentName.hint(id))
-        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return .invalid(lostTail: nil) }
-        defer { fileSystem.close(fd) }
-        guard let size = try? fileSystem.fileSize(fd), size >= Int64(HintFile.headerLength) else { return .invalid(lostTail: nil) }
-        guard size <= 2 * segmentLength + Int64(HintFile.maxBlockLength) else {
-            // Too long to read for this segment; its header alone says whether the segment lost its tail.
-            return .invalid(lostTail: SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hintPath: hintPath, fileSystem: fileSystem))
+        let hintPath = path(SegmentName.hint(id)), segmentPath = path(SegmentName.segment(id))
+        let bytes: [UInt8]
+        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, fileSystem: fileSystem) {
+        case .read(let read): bytes = read
+        case .unusable(let invalid):
+            // Unreadable, or too long for this segment; its header alone says whether the segment lost its tail.
+            return .invalid(invalid, lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hintPath: hintPath, fileSystem: fileSystem))
         }
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        guard let read = try? bytes.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
-              read == Int(size) else { return .invalid(lostTail: nil) }
         var loaded = stats
         var loadedBatch = batch
-        var incomplete: [SegmentReader.Damage] = []
+        var incomplete: [DamagedRange] = []
         var settled = Int64(SegmentHeader.length)
         let pending = PendingIndexUpdates(index: result.index)
         let outcome = bytes.withUnsafeBytes { raw in
@@ -343,7 +340,7 @@ package struct StoreRecovery {
                             }
                         }
                     case .incomplete(let found, let expected):
-                        incomplete += SegmentReader.incompleteBatch(found: found, expected: expected, commitSeq: entry.seq, commitAt: location, count: nil)
+                        incomplete += SegmentReader.incompleteBatch(found: found, expected: expected, commitSeq: entry.seq, commitAt: location, count: nil, in: segmentPath)
                     }
                 } else {
                     Self.index(key: entry.key, type: entry.type, seq: entry.seq, expiresAt: entry.expiresAt, location: location,
@@ -358,7 +355,11 @@ package struct StoreRecovery {
         }
         switch outcome {
         case .invalid:
-            return .invalid(lostTail: bytes.withUnsafeBytes { SegmentReader.lostTail(segmentID: id, segmentLength: segmentLength, hint: $0) })
+            return bytes.withUnsafeBytes { raw in
+                .invalid(
+                    InvalidHint(file: hintPath, segmentID: id, reason: SegmentReader.refusal(of: raw, segmentID: id, segmentLength: segmentLength)),
+                    lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hint: raw))
+            }
         case .inconsistent:
             result.inconsistentHint = id
             return .applied(covered: 0, settled: 0, damage: [])

@@ -28,37 +28,10 @@
 /// Reads through a 1 MiB window (larger only for a larger record). Not thread-safe; one reader per
 /// file and thread.
 package struct SegmentReader: ~Copyable {
-    /// A byte range of the segment that is not a valid, applicable record.
-    package struct Damage: Equatable, Sendable {
-        package enum Kind: Equatable, Sendable {
-            /// The 40-byte header is invalid (bytes `0 ..< 40`), or names another segment (`16 ..< 24`).
-            case segmentHeader
-            /// Bytes that are not valid records, inside the segment (or at the end of a sealed one).
-            case record
-            /// The end of the active segment: an incomplete record, an incomplete batch, or a header
-            /// whose creation was torn. A writer's open cuts it.
-            case tornTail
-            /// Valid batch members whose batch is not complete (its commit record, or some of its
-            /// members, lost in damage), and the commit record of such a batch: never applied.
-            case uncommittedBatch
-        }
-
-        package var kind: Kind
-        package var offset: Int64
-        package var length: Int64
-        package var reason: String
-
-        package var end: Int64 { offset + length }
-
-        package func contains(_ position: Int64, length count: Int64 = 1) -> Bool {
-            position >= offset && position + count <= end
-        }
-    }
-
     /// What a read of the records found besides them.
     package struct Outcome {
         /// Every damaged range, the header's first, then in file order.
-        package var damage: [Damage]
+        package var damage: [DamagedRange]
         /// Where the segment's contents end: the end of the file, or where its reserved space or its
         /// torn tail starts (where a writer's open truncates the active segment).
         package var contentEnd: Int64
@@ -69,9 +42,9 @@ package struct SegmentReader: ~Copyable {
         package var records: Int
 
         /// The torn tail, if the segment has one.
-        package var tornTail: Damage? { damage.last.flatMap { $0.kind == .tornTail ? $0 : nil } }
+        package var tornTail: DamagedRange? { damage.last.flatMap { $0.kind == .tornTail ? $0 : nil } }
         /// Damage other than a torn tail.
-        package var damageInside: [Damage] { damage.filter { $0.kind != .tornTail } }
+        package var damageInside: [DamagedRange] { damage.filter { $0.kind != .tornTail } }
     }
 
     package let id: UInt64
@@ -84,7 +57,7 @@ package struct SegmentReader: ~Copyable {
     private var window = ByteBuffer(capacity: 1 << 20)
     private var windowStart: Int64 = 0
     private static let windowSize = 1 << 20
-    private var headerDamage: Damage?
+    private var headerDamage: DamagedRange?
 
     /// A reader of the segment open as `fd` (which stays the caller's), `length` bytes long.
     package init(fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, fileSystem: any FileSystem) {
@@ -101,12 +74,12 @@ package struct SegmentReader: ~Copyable {
     /// Reads and checks the header. Returns it when it is usable (valid, if perhaps naming another
     /// segment id: the file name's is used), with any damage it shows; nil and the damage when not.
     /// Throws when the read fails, and for another format version or header length.
-    package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: Damage?) {
+    package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: DamagedRange?) {
         let length = fileLength
         switch try SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) {
         case .success(let header):
             if header.segmentID != id {
-                headerDamage = Damage(kind: .segmentHeader, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
+                headerDamage = DamagedRange(kind: .segmentHeader, file: path, segmentID: id, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
             }
             return (header, headerDamage)
         case .failure(.unsupportedVersion(let version)):
@@ -114,12 +87,12 @@ package struct SegmentReader: ~Copyable {
         case .failure(.unsupportedHeaderLength(let headerLength)):
             throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
         case .failure(let problem) where isActive && length <= Int64(SegmentHeader.length):
-            headerDamage = Damage(
-                kind: .tornTail, offset: 0, length: length,
+            headerDamage = DamagedRange(
+                kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
                 reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
         case .failure(let problem):
-            headerDamage = Damage(
-                kind: .segmentHeader, offset: 0, length: min(length, Int64(SegmentHeader.length)),
+            headerDamage = DamagedRange(
+                kind: .segmentHeader, file: path, segmentID: id, offset: 0, length: min(length, Int64(SegmentHeader.length)),
                 reason: "invalid segment header (\(problem.explanation))")
         }
         return (nil, headerDamage)
@@ -139,10 +112,10 @@ package struct SegmentReader: ~Copyable {
     package mutating func readRecords(
         from start: Int64, settled: Int64? = nil, batch: inout BatchAssembler,
         onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
-        onDamage: (Damage) -> Void = { _ in },
+        onDamage: (DamagedRange) -> Void = { _ in },
         onBatch: ([BatchAssembler.Member]) -> Void = { _ in }
     ) throws(CaskError) -> Outcome {
-        var damage: [Damage] = []
+        var damage: [DamagedRange] = []
         var reported = 0  // `damage[..<reported]` went to `onDamage` already.
         if let headerDamage { onDamage(headerDamage) }
         var records = 0
@@ -182,7 +155,7 @@ package struct SegmentReader: ~Copyable {
                 dropWindow()
                 if case .success = try record(at: position) { continue }
             }
-            damage.append(Damage(kind: .record, offset: position, length: next - position, reason: problem.description))
+            damage.append(DamagedRange(kind: .record, file: path, segmentID: id, offset: position, length: next - position, reason: problem.description))
             position = next
         }
 
@@ -207,12 +180,12 @@ package struct SegmentReader: ~Copyable {
             let onlyTornTailAfter = !damage.contains { $0.kind != .tornTail && $0.end > first }
             if isActive && first >= settledEnd && onlyTornTailAfter {
                 let tailEnd = damage.last?.kind == .tornTail ? damage.removeLast().end : contentEnd
-                damage.append(Damage(
-                    kind: .tornTail, offset: first, length: tailEnd - first,
+                damage.append(DamagedRange(
+                    kind: .tornTail, file: path, segmentID: id, offset: first, length: tailEnd - first,
                     reason: "\(held.count) record\(held.count == 1 ? "" : "s") of a batch without its commit record"))
                 contentEnd = first
             } else {
-                damage += Self.runs(of: held, reason: "of a batch without its commit record (never applied)")
+                damage += Self.runs(of: held, in: path, reason: "of a batch without its commit record (never applied)")
             }
         }
         let known = damage[..<reported]
@@ -225,7 +198,7 @@ package struct SegmentReader: ~Copyable {
 
     /// Hands one valid record to the callbacks, holding batch members until their commit record.
     private func deliver(
-        _ offset: Int64, _ header: RecordHeader, _ bytes: UnsafeRawBufferPointer, batch: inout BatchAssembler, damage: inout [Damage],
+        _ offset: Int64, _ header: RecordHeader, _ bytes: UnsafeRawBufferPointer, batch: inout BatchAssembler, damage: inout [DamagedRange],
         settledEnd: inout Int64, onRecord: (Int64, RecordHeader, UnsafeRawBufferPointer) -> Void, onBatch: ([BatchAssembler.Member]) -> Void
     ) {
         onRecord(offset, header, bytes)
@@ -249,7 +222,7 @@ package struct SegmentReader: ~Copyable {
         case .whole(let members):
             onBatch(members)
         case .incomplete(let found, let expected):
-            damage += Self.incompleteBatch(found: found, expected: expected, commitSeq: header.seq, commitAt: location, count: .some(count))
+            damage += Self.incompleteBatch(found: found, expected: expected, commitSeq: header.seq, commitAt: location, count: .some(count), in: path)
         }
     }
 
@@ -258,26 +231,16 @@ package struct SegmentReader: ~Copyable {
     /// `count`: the commit value's count when it was read (`.some(nil)`: it did not parse), nil when
     /// the commit comes from a hint entry, which holds no value.
     package static func incompleteBatch(
-        found: [BatchAssembler.Member], expected: UInt64, commitSeq: UInt64, commitAt location: RecordLocation, count: UInt64??
-    ) -> [Damage] {
+        found: [BatchAssembler.Member], expected: UInt64, commitSeq: UInt64, commitAt location: RecordLocation, count: UInt64??,
+        in segmentPath: String
+    ) -> [DamagedRange] {
         let commit = BatchAssembler.Member(key: [], type: .batch, seq: commitSeq, valueLength: 0, expiresAt: nil, location: location)
         let stated = count.map { " and a count of \($0.map(String.init) ?? "?")" } ?? ""
-        return runs(of: found + [commit], reason: "of a batch of \(expected) whose commit record has \(found.count) of its members\(stated) (none applied)")
-    }
-
-    /// The damage a hint file shows when its header (checksum valid) says it describes more bytes
-    /// than its segment holds: a segment never shrinks below what its hint describes, so records
-    /// at its end were lost (a copy cut short, a disk error). Bytes `segmentLength ..< covered`.
-    package static func lostTail(segmentID: UInt64, segmentLength: Int64, hint: UnsafeRawBufferPointer) -> Damage? {
-        guard let summary = HintFile.declaredSummary(hint), summary.segmentID == segmentID,
-              summary.coveredLength > segmentLength else { return nil }
-        return Damage(
-            kind: .record, offset: segmentLength, length: summary.coveredLength - segmentLength,
-            reason: "the segment ends at \(segmentLength) bytes but its hint file describes \(summary.coveredLength): records at its end were lost ('cask recover --dry-run' names them)")
+        return runs(of: found + [commit], in: segmentPath, reason: "of a batch of \(expected) whose commit record has \(found.count) of its members\(stated) (none applied)")
     }
 
     /// One damage range per run of adjacent records among `members` (in file order).
-    private static func runs(of members: [BatchAssembler.Member], reason: String) -> [Damage] {
+    private static func runs(of members: [BatchAssembler.Member], in segmentPath: String, reason: String) -> [DamagedRange] {
         var ranges: [(start: Int64, end: Int64, records: Int)] = []
         for member in members.sorted(by: { $0.location.offset < $1.location.offset }) {
             let start = Int64(member.location.offset), end = start + Int64(member.location.length)
@@ -289,8 +252,10 @@ package struct SegmentReader: ~Copyable {
             }
         }
         return ranges.map { range in
-            Damage(kind: .uncommittedBatch, offset: range.start, length: range.end - range.start,
-                   reason: "\(range.records) record\(range.records == 1 ? "" : "s") \(reason)")
+            DamagedRange(
+                kind: .uncommittedBatch, file: segmentPath, segmentID: members.first.map { UInt64($0.location.segmentID) },
+                offset: range.start, length: range.end - range.start,
+                reason: "\(range.records) record\(range.records == 1 ? "" : "s") \(reason)")
         }
     }
 
@@ -389,7 +354,7 @@ extension SegmentReader {
         segment id: UInt64, of directory: StoreDirectory, fileSystem: any FileSystem,
         onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
         onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
-        onDamage: (Damage) -> Void = { _ in }
+        onDamage: (DamagedRange) -> Void = { _ in }
     ) throws(CaskError) -> Outcome? {
         let path = directory.segmentPath(id)
         let fd: Int32
@@ -407,31 +372,11 @@ extension SegmentReader {
         onOpen(length, header)
         var batch = BatchAssembler()
         var outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: onRecord, onDamage: onDamage)
-        if directory.hintedIDs.contains(id), let lost = lostTail(segmentID: id, segmentLength: length, hintPath: directory.hintPath(id), fileSystem: fileSystem) {
+        if directory.hintedIDs.contains(id), let lost = lostTail(segmentID: id, path: path, segmentLength: length, hintPath: directory.hintPath(id), fileSystem: fileSystem) {
             onDamage(lost)
             outcome.damage.append(lost)
         }
         return outcome
-    }
-
-    /// ``lostTail(segmentID:segmentLength:hint:)`` for the hint file at `hintPath` (nil when it
-    /// cannot be read).
-    package static func lostTail(segmentID: UInt64, segmentLength: Int64, hintPath: String, fileSystem: any FileSystem) -> Damage? {
-        hintHeader(at: hintPath, fileSystem: fileSystem).flatMap { header in
-            header.withUnsafeBytes { lostTail(segmentID: segmentID, segmentLength: segmentLength, hint: $0) }
-        }
-    }
-
-    /// The first ``HintFile/headerLength`` bytes of the hint file at `hintPath`, or nil when it
-    /// cannot be read or is shorter: what ``HintFile/declaredSummary(_:)`` needs, without reading
-    /// the whole file.
-    package static func hintHeader(at hintPath: String, fileSystem: any FileSystem) -> [UInt8]? {
-        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
-        defer { fileSystem.close(fd) }
-        var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-        guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
-              read == header.count else { return nil }
-        return header
     }
 }
 
