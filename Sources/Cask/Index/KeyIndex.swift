@@ -37,41 +37,41 @@ import Synchronization
 /// expected O(1 + key length) per operation; growth rehashes in O(n), reading each key once from
 /// the arena.
 package final class KeyIndex {
-    private typealias Entry = SlotEntry
+    typealias Entry = SlotEntry
 
     private static let empty = SlotTable.empty, deleted = SlotTable.deleted
-    private static let groupWidth = SlotTable.groupWidth
+    static let groupWidth = SlotTable.groupWidth
     /// Load after growing; ``maximumLoad`` is the most the table allows (full and deleted slots counted).
     private static let loadAfterGrowth = 0.6
-    private static let maximumLoad = 0.875
+    static let maximumLoad = 0.875
     /// Below this many slots, recovery leaves the table as big as it made it.
-    private static let shrinkableCapacity = 1 << 16
+    static let shrinkableCapacity = 1 << 16
     /// Slots ahead of a sequential walk whose keys are prefetched from the arena.
     private static let walkPrefetchDistance = 16
 
-    private let hasher: KeyHasher
+    let hasher: KeyHasher
     /// The table, as the index uses it under the store's lock.
-    @exclusivity(unchecked) private var slots: SlotTable
+    @exclusivity(unchecked) private(set) var slots: SlotTable
     /// A copy of `slots` in memory of its own, for probes without the lock
     /// (``probableLocationWithoutLock(_:)``): replaced when the table is, and freed, with the table
     /// it describes, only after ``ReaderRegistry/waitForReaders()``.
     private let published: Atomic<UnsafeMutablePointer<SlotTable>>
     private let readers: ReaderRegistry
-    private var control: UnsafeMutablePointer<UInt8> { slots.control }
-    private var table: UnsafeMutablePointer<Entry> { slots.entries }
-    private var capacity: Int { slots.capacity }
-    @exclusivity(unchecked) private var usedSlots = 0  // full + deleted
-    @exclusivity(unchecked) package private(set) var count = 0
-    @exclusivity(unchecked) private var tombstones = 0
+    var control: UnsafeMutablePointer<UInt8> { slots.control }
+    var table: UnsafeMutablePointer<Entry> { slots.entries }
+    var capacity: Int { slots.capacity }
+    @exclusivity(unchecked) private(set) var usedSlots = 0  // full + deleted
+    @exclusivity(unchecked) package internal(set) var count = 0
+    @exclusivity(unchecked) var tombstones = 0
 
-    @exclusivity(unchecked) private var arena = KeyArena()
-    @exclusivity(unchecked) private var ordered = OrderedKeys()
+    @exclusivity(unchecked) var arena = KeyArena()
+    @exclusivity(unchecked) var ordered = OrderedKeys()
     /// Whether the ordered view exists (and is kept up by every insert and removal): from the
     /// first ordered walk (``buildOrderedView()``) on, until recovery begins.
-    @exclusivity(unchecked) private var maintainsOrder = false
+    @exclusivity(unchecked) var maintainsOrder = false
 
     /// One sequence number per slot, while recovery runs.
-    @exclusivity(unchecked) private var seqs: UnsafeMutablePointer<UInt64>?
+    @exclusivity(unchecked) var seqs: UnsafeMutablePointer<UInt64>?
 
     package init(hasher: KeyHasher = KeyHasher(), minimumCapacity: Int = 1024, readers: ReaderRegistry = .shared) {
         assert(MemoryLayout<Entry>.offset(of: \.place) == 0 && MemoryLayout<Entry>.offset(of: \.keyPosition) == Entry.keyPositionOffset
@@ -251,148 +251,10 @@ package final class KeyIndex {
         }
     }
 
-    // MARK: Ordered walks
-
-    /// Whether the ordered view exists; walks need it (``buildOrderedView()``).
-    package var hasOrderedView: Bool { maintainsOrder }
-
-    /// Builds the ordered view from the live keys, which every insert and removal keeps up from
-    /// then on: O(n) radix passes over the keys plus sorting of keys that tie in them, about a
-    /// quarter of a second for a million keys. The index builds it only when a walk first needs
-    /// it, so that a store that is never listed pays neither the build at open nor the tree
-    /// insert of each new key. Not while recovery runs.
-    package func buildOrderedView() {
-        precondition(seqs == nil, "no ordered view while recovery runs")
-        guard !maintainsOrder else { return }
-        rebuildInKeyOrder(compactingArena: false)
-        maintainsOrder = true
-    }
-
-    /// Calls `body` with each live key inside `span`, in ascending (or descending) byte order,
-    /// until it returns false. The key is valid only during the call; `body` must not change the
-    /// index. O(log n) to start, then O(1) amortized per key (a key's bytes are one arena read,
-    /// loaded a few keys ahead). Not while recovery runs.
-    package func walk(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer) -> Bool) {
-        walkPositions(span, descending: descending) { key, _ in body(key) }
-    }
-
-    /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
-    /// which matches the entry by arena position and reads no stored key.
-    package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
-        walkPositions(span, descending: descending) { key, position in
-            let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
-            return body(key, location(ofSlot: slot))
-        }
-    }
-
-    /// The walk both of those are: each key inside `span` with its arena position.
-    private func walkPositions(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, UInt32) -> Bool) {
-        precondition(maintainsOrder, "buildOrderedView() first")
-        let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
-        func run(_ from: OrderedKeys.Start) {
-            ordered.walk(from: from, descending: descending, arena: arena) { position in
-                let key = keyBytes(at: position)
-                guard end.admits(key, asUpper: !descending) else { return false }
-                return body(key, position)
-            }
-        }
-        switch start {
-        case .unbounded: run(.end)
-        case .included(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: true)) }
-        case .excluded(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: false)) }
-        }
-    }
-
-    /// Test-only: traps unless the ordered view is well formed and holds exactly the live keys.
-    package func checkOrderedView() {
-        guard maintainsOrder else { return }
-        ordered.checkInvariants(arena: arena)
-        precondition(ordered.count == count, "the ordered view holds \(ordered.count) keys, the table \(count)")
-    }
-
-    // MARK: Recovery
-
-    /// Starts recording sequence numbers so that ``recover(_:_:seq:isDelete:)`` can keep the newest
-    /// version of each key regardless of the order records are seen in.
-    package func beginRecovery() {
-        guard seqs == nil else { return }
-        seqs = Self.allocateSeqs(capacity: capacity)
-        if maintainsOrder {
-            maintainsOrder = false
-            ordered = OrderedKeys()
-        }
-    }
-
-    /// Applies one record found by recovery: it wins only if its seq is higher than what is known,
-    /// or equal and the record lies later in (segment id, offset) order — so the outcome does not
-    /// depend on the order records are seen in, and a compaction (which moves live records to
-    /// higher ids) cannot change it. A delete is remembered as a tombstone until ``endRecovery()``,
-    /// so that an older put of the same key seen later cannot bring the key back.
-    @discardableResult
-    package func recover(_ key: UnsafeRawBufferPointer, _ location: RecordLocation, seq: UInt64, isDelete: Bool) -> RecoveryOutcome {
-        precondition(seqs != nil, "beginRecovery() first")
-        let hash = hasher.hash(key)
-        if let slot = find(key, hash: hash) {
-            let known = seqs! + slot
-            let old = table[slot]
-            guard seq > known.pointee
-                || (seq == known.pointee && Entry.place(of: location) > old.place)  // (segment, offset) order
-            else { return .superseded }
-            let oldWasDelete = old.isTombstone
-            slots.point(slot, at: location, tombstone: isDelete)
-            known.pointee = seq
-            switch (oldWasDelete, isDelete) {
-            case (false, true): count -= 1; tombstones += 1
-            case (true, false): count += 1; tombstones -= 1
-            default: break
-            }
-            return .replaced(old.location, wasDelete: oldWasDelete)
-        }
-        let slot = insertNew(key, hash: hash, location: location, tombstone: isDelete)
-        seqs![slot] = seq
-        if isDelete { tombstones += 1 } else { count += 1 }
-        return .inserted
-    }
-
-    package enum RecoveryOutcome: Equatable {
-        /// The key was new.
-        case inserted
-        /// The record is newer than what was known, which it replaced (a put or a delete).
-        case replaced(RecordLocation, wasDelete: Bool)
-        /// A newer record of the key was already known; this one is dead.
-        case superseded
-    }
-
-    /// The locations of the tombstones recovery kept (deletes newer than every put of their key).
-    package func forEachTombstone(_ body: (RecordLocation) -> Void) {
-        for slot in 0..<capacity where control[slot] >= 0x80 {
-            if table[slot].isTombstone { body(table[slot].location) }
-        }
-    }
-
-    /// Drops the tombstones and the sequence numbers kept for recovery, and shrinks a table that
-    /// recovery made more than twice as big as its keys need. O(n) when it shrinks.
-    package func endRecovery() {
-        seqs.map { TableMemory.deallocate($0) }
-        seqs = nil
-        if tombstones > 0 {
-            for slot in 0..<capacity where control[slot] >= 0x80 && table[slot].isTombstone {
-                removeSlot(slot)
-            }
-            tombstones = 0
-        }
-        // Recovery sizes the table for every record its hint files list, dead ones included: give
-        // the room back when fewer than half the slots ended up used (small tables excepted).
-        if capacity > Self.shrinkableCapacity && usedSlots * 2 < capacity {
-            resize(toHold: count + 1, load: Self.maximumLoad, shrinking: true)
-        }
-        if arena.isWasteful { compactArena() }
-    }
-
     // MARK: Internals
 
     /// Sequence numbers for `capacity` slots, all 0, aligned like the table (a group's are one line).
-    private static func allocateSeqs(capacity: Int) -> UnsafeMutablePointer<UInt64> {
+    static func allocateSeqs(capacity: Int) -> UnsafeMutablePointer<UInt64> {
         TableMemory.allocate(byteCount: capacity * 8).initializeMemory(as: UInt64.self, repeating: 0, count: capacity)
     }
 
@@ -412,89 +274,8 @@ package final class KeyIndex {
         }
     }
 
-    /// The tag of a full slot: the hash's low 7 bits (its high bits choose the home group, so the
-    /// keys of one group share them) and the top bit.
-    @inline(__always)
-    private static func tag(_ hash: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: hash) | 0x80 }
-
-    /// Two more bits of the hash, kept in the entry (bits 29–30 of ``Entry/bits``): an entry whose
-    /// tag matches is checked against them before its key is read, which cuts the needless key
-    /// reads (and the wrong records a probable location leads to) by four. Hash bits 39–40, which
-    /// the tag, the home group and the step do not use.
-    @inline(__always)
-    private static func checkBits(_ hash: UInt64) -> UInt32 { (UInt32(truncatingIfNeeded: hash >> 39) & 3) << 29 }
-
-    /// What ``find(_:hash:matching:)`` takes for the key's slot, among the slots on its path whose
-    /// tag and check bits match.
-    private enum Match {
-        /// The slot whose stored key is `key`.
-        case key
-        /// The first, after `skipping` others (see ``probableLocation(_:)``).
-        case tag(skipping: Int)
-        /// The live entry pointing at this record, without reading the stored key: only the key's
-        /// own entry can, as a record holds one key. A compare-and-set then costs no arena miss.
-        case location(RecordLocation)
-        /// The entry whose key is stored at this arena position (each key has its own).
-        case keyPosition(UInt32)
-    }
-
-    /// The slot holding `key` (as `match` says), if present, in `slots` or in `table`.
-    ///
-    /// A key is in the first group of its path that had a free slot when it was inserted, so the
-    /// search ends at a group with an empty slot: a group that has been full since the last rehash
-    /// never gets an empty slot back (``removeSlot(_:)`` marks it deleted).
-    ///
-    /// Beside the writer (``probableLocationWithoutLock(_:)``, `.tag` only) the search still ends:
-    /// between rehashes no group gains an empty slot, and at least one group always has one (the
-    /// table is at most 7/8 used), so the group that has one when the search ends had it all along,
-    /// and the path reaches it within `groups` steps.
-    @inline(__always)
-    private func find(_ key: UnsafeRawBufferPointer, hash: UInt64, matching match: Match = .key, in table: SlotTable? = nil) -> Int? {
-        let table = table ?? slots
-        let tag = Self.tag(hash)
-        let tags = SlotTable.lowBits &* UInt64(tag)
-        let check = Self.checkBits(hash)
-        var group = table.homeGroup(hash)
-        var step = 0, passed = 0
-        while true {
-            let word = table.controlWord(group)
-            var matches = SlotTable.zeroBytes(word ^ tags)
-            while matches != 0 {
-                let byte = matches.trailingZeroBitCount >> 3
-                let slot = group &* Self.groupWidth &+ byte  // Safe: below capacity.
-                if UInt8(truncatingIfNeeded: word >> (byte &* 8)) == tag, case let bits = table.bits(ofSlot: slot), bits & Entry.checkMask == check {
-                    switch match {
-                    case .tag(let skipping): if passed == skipping { return slot } else { passed &+= 1 }
-                    case .key: if keyBytes(at: table.keyPosition(ofSlot: slot)).hasSameBytes(as: key) { return slot }
-                    case .location(let expected):
-                        if bits & Entry.tombstoneBit == 0 && Entry.location(place: table.place(ofSlot: slot), bits: bits) == expected { return slot }
-                    case .keyPosition(let position): if table.keyPosition(ofSlot: slot) == position { return slot }
-                    }
-                }
-                matches &= matches &- 1
-            }
-            if SlotTable.zeroBytes(word) != 0 { return nil }
-            if step == 0 { step = table.step(hash) }
-            group = table.next(group, step: step)
-        }
-    }
-
-    /// The first slot that is not full on the path of `hash`. The table always has one: growth
-    /// keeps at least an eighth of the slots empty, and the path visits every group.
-    @inline(__always)
-    private func freeSlot(for hash: UInt64) -> Int {
-        var group = slots.homeGroup(hash)
-        var step = 0
-        while true {
-            let free = ~slots.controlWord(group) & SlotTable.highBits  // empty (0) or deleted (1)
-            if free != 0 { return group &* Self.groupWidth &+ free.trailingZeroBitCount >> 3 }  // Safe: below capacity.
-            if step == 0 { step = slots.step(hash) }
-            group = slots.next(group, step: step)
-        }
-    }
-
     @discardableResult
-    private func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation, tombstone: Bool = false) -> Int {
+    func insertNew(_ key: UnsafeRawBufferPointer, hash: UInt64, location: RecordLocation, tombstone: Bool = false) -> Int {
         if (usedSlots + 1) * 8 > capacity * 7 { resize(toHold: count + tombstones + 1) }
         let slot = freeSlot(for: hash)
         if control[slot] == Self.empty { usedSlots += 1 }
@@ -506,7 +287,7 @@ package final class KeyIndex {
         return slot
     }
 
-    private func removeSlot(_ slot: Int) {
+    func removeSlot(_ slot: Int) {
         let position = table[slot].keyPosition
         let key = arena.bytes(at: position)
         totalKeyBytes -= key.count
@@ -527,7 +308,7 @@ package final class KeyIndex {
     }
 
     @inline(__always)
-    private func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer { arena.bytes(at: position) }
+    func keyBytes(at position: UInt32) -> UnsafeRawBufferPointer { arena.bytes(at: position) }
 
     /// Starts loading the key of `slot`, if it is a full slot of the table, for a walk in slot
     /// order (the keys lie in the arena in insertion order, so such a walk reads them at random).
@@ -544,7 +325,7 @@ package final class KeyIndex {
     private func keyPosition(ofSlot slot: Int) -> UInt32 { slots.keyPosition(ofSlot: slot) }
 
     @inline(__always)
-    private func location(ofSlot slot: Int) -> RecordLocation { slots.location(ofSlot: slot) }
+    func location(ofSlot slot: Int) -> RecordLocation { slots.location(ofSlot: slot) }
 
     /// Makes room for `keys` keys in all without growing the table again.
     /// (A known count does not need the room to grow that `resize` leaves: the table is sized to
@@ -555,7 +336,7 @@ package final class KeyIndex {
 
     /// Rehashes into a table where `keys` keys fill `load` of the slots (or less, if the table is
     /// already bigger and not `shrinking`), dropping the deleted slots.
-    private func resize(toHold keys: Int, load: Double = loadAfterGrowth, shrinking: Bool = false) {
+    func resize(toHold keys: Int, load: Double = loadAfterGrowth, shrinking: Bool = false) {
         let needed = Int((Double(keys) / load / Double(Self.groupWidth)).rounded(.up))
         let old = slots, oldSeqs = seqs
         let new = SlotTable(groups: Self.prime(atLeast: shrinking ? needed : Swift.max(old.groups, needed)))
@@ -603,7 +384,7 @@ package final class KeyIndex {
 
     /// Rewrites the arena without deleted keys' bytes: in key order with an ordered view (which
     /// is rebuilt with it), in slot order without one.
-    private func compactArena() {
+    func compactArena() {
         if maintainsOrder {
             rebuildInKeyOrder(compactingArena: true)
             return
@@ -613,40 +394,6 @@ package final class KeyIndex {
             slots.setKeyPosition(slot, fresh.store(keyBytes(at: table[slot].keyPosition)))
         }
         arena = fresh
-    }
-
-    /// Builds the ordered view afresh from the live keys (walking the old one, or sorting the
-    /// table's keys when there is none yet), and with `compactingArena` rewrites the arena with
-    /// them in key order (dropping deleted keys' bytes), so that walks in key order read it
-    /// sequentially. O(n) with an ordered view; O(n) radix passes plus sorting of keys that share
-    /// their first 8 bytes without one.
-    private func rebuildInKeyOrder(compactingArena: Bool) {
-        var positions: [UInt32] = []
-        positions.reserveCapacity(count)
-        if maintainsOrder {
-            ordered.walk(from: .end, descending: false, arena: arena) { position in
-                positions.append(position)
-                return true
-            }
-        } else {
-            for slot in 0..<capacity where control[slot] >= 0x80 && !table[slot].isTombstone {
-                positions.append(table[slot].keyPosition)
-            }
-            OrderedKeys.sort(&positions, arena: arena)
-        }
-        if compactingArena {
-            var fresh = KeyArena()
-            for index in positions.indices {
-                let old = positions[index]
-                let key = keyBytes(at: old)
-                let new = fresh.store(key)
-                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
-                slots.setKeyPosition(slot, new)
-                positions[index] = new
-            }
-            arena = fresh
-        }
-        positions.withUnsafeBufferPointer { ordered.rebuild(from: $0, arena: arena) }
     }
 }
 

@@ -1,0 +1,94 @@
+// The key index's ordered view: building it, and the walks in key order over it.
+
+extension KeyIndex {
+    /// Whether the ordered view exists; walks need it (``buildOrderedView()``).
+    package var hasOrderedView: Bool { maintainsOrder }
+
+    /// Builds the ordered view from the live keys, which every insert and removal keeps up from
+    /// then on: O(n) radix passes over the keys plus sorting of keys that tie in them, about a
+    /// quarter of a second for a million keys. The index builds it only when a walk first needs
+    /// it, so that a store that is never listed pays neither the build at open nor the tree
+    /// insert of each new key. Not while recovery runs.
+    package func buildOrderedView() {
+        precondition(seqs == nil, "no ordered view while recovery runs")
+        guard !maintainsOrder else { return }
+        rebuildInKeyOrder(compactingArena: false)
+        maintainsOrder = true
+    }
+
+    /// Calls `body` with each live key inside `span`, in ascending (or descending) byte order,
+    /// until it returns false. The key is valid only during the call; `body` must not change the
+    /// index. O(log n) to start, then O(1) amortized per key (a key's bytes are one arena read,
+    /// loaded a few keys ahead). Not while recovery runs.
+    package func walk(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer) -> Bool) {
+        walkPositions(span, descending: descending) { key, _ in body(key) }
+    }
+
+    /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
+    /// which matches the entry by arena position and reads no stored key.
+    package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
+        walkPositions(span, descending: descending) { key, position in
+            let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
+            return body(key, location(ofSlot: slot))
+        }
+    }
+
+    /// The walk both of those are: each key inside `span` with its arena position.
+    private func walkPositions(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, UInt32) -> Bool) {
+        precondition(maintainsOrder, "buildOrderedView() first")
+        let (start, end) = descending ? (span.upper, span.lower) : (span.lower, span.upper)
+        func run(_ from: OrderedKeys.Start) {
+            ordered.walk(from: from, descending: descending, arena: arena) { position in
+                let key = keyBytes(at: position)
+                guard end.admits(key, asUpper: !descending) else { return false }
+                return body(key, position)
+            }
+        }
+        switch start {
+        case .unbounded: run(.end)
+        case .included(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: true)) }
+        case .excluded(let bound): bound.withUnsafeBytes { run(.key($0, inclusive: false)) }
+        }
+    }
+
+    /// Test-only: traps unless the ordered view is well formed and holds exactly the live keys.
+    package func checkOrderedView() {
+        guard maintainsOrder else { return }
+        ordered.checkInvariants(arena: arena)
+        precondition(ordered.count == count, "the ordered view holds \(ordered.count) keys, the table \(count)")
+    }
+
+    /// Builds the ordered view afresh from the live keys (walking the old one, or sorting the
+    /// table's keys when there is none yet), and with `compactingArena` rewrites the arena with
+    /// them in key order (dropping deleted keys' bytes), so that walks in key order read it
+    /// sequentially. O(n) with an ordered view; O(n) radix passes plus sorting of keys that share
+    /// their first 8 bytes without one.
+    func rebuildInKeyOrder(compactingArena: Bool) {
+        var positions: [UInt32] = []
+        positions.reserveCapacity(count)
+        if maintainsOrder {
+            ordered.walk(from: .end, descending: false, arena: arena) { position in
+                positions.append(position)
+                return true
+            }
+        } else {
+            for slot in 0..<capacity where control[slot] >= 0x80 && !table[slot].isTombstone {
+                positions.append(table[slot].keyPosition)
+            }
+            OrderedKeys.sort(&positions, arena: arena)
+        }
+        if compactingArena {
+            var fresh = KeyArena()
+            for index in positions.indices {
+                let old = positions[index]
+                let key = keyBytes(at: old)
+                let new = fresh.store(key)
+                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
+                slots.setKeyPosition(slot, new)
+                positions[index] = new
+            }
+            arena = fresh
+        }
+        positions.withUnsafeBufferPointer { ordered.rebuild(from: $0, arena: arena) }
+    }
+}
