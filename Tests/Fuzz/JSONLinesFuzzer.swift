@@ -1,11 +1,12 @@
 import Foundation
 
 // libFuzzer target: arbitrary bytes as one line of `cask import` input, through the tool's strict
-// reader (Tools/cask/ExportLineParser.swift, compiled into this binary with ExportLineWriter and
-// Base64). The first byte's low bit says whether the line starts the input (a byte-order mark may
-// start it); the rest is the line. Nothing may crash or hang; a line the reader accepts must come
-// back, through the writer, as a line that reads to the same entry; and every base64 text it
-// accepts must be exactly the writer's encoding of its bytes (the canonical form).
+// reader (Tools/cask/ExportLineParser.swift and ExportLineParser+Cursor.swift, compiled into this
+// binary with ExportLineWriter and Base64). The first byte's low bit says whether the line starts
+// the input (a byte-order mark may start it); the rest is the line. Nothing may crash or hang; a
+// line the reader accepts must come back, through the writer, as a line that reads to the same
+// entry; and every base64 text it accepts must be exactly the writer's encoding of its bytes (the
+// canonical form).
 // Built and run by Tools/fuzz.sh.
 
 enum JSONLinesFuzzer {

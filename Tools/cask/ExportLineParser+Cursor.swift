@@ -1,0 +1,290 @@
+// The export-line parser's cursor: a position in the line and the JSON grammar (RFC 8259) read from there.
+
+extension ExportLineParser {
+    /// A position in the line, and the JSON grammar read from there.
+    struct Cursor {
+        let bytes: ArraySlice<UInt8>
+        var position: Int
+
+        init(_ bytes: ArraySlice<UInt8>) {
+            self.bytes = bytes
+            position = bytes.startIndex
+        }
+
+        var atEnd: Bool { position >= bytes.endIndex }
+
+        func peek() -> UInt8? { position < bytes.endIndex ? bytes[position] : nil }
+
+        var startsWithByteOrderMark: Bool { startsWithByteOrderMark(at: bytes.startIndex) }
+
+        func startsWithByteOrderMark(at index: Int) -> Bool {
+            bytes.endIndex - index >= 3 && bytes[index] == 0xEF && bytes[index + 1] == 0xBB && bytes[index + 2] == 0xBF
+        }
+
+        func hasWord(_ word: StaticString) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard bytes.endIndex - position >= count else { return false }
+            return word.withUTF8Buffer { expected in bytes[position..<(position + count)].elementsEqual(expected) }
+        }
+
+        /// A problem at a column (1-based) of the line, or of the line as a whole.
+        func problem(_ reason: String, at index: Int? = nil) -> ExportLineProblem {
+            guard let index else { return ExportLineProblem(reason: reason) }
+            return ExportLineProblem(reason: "\(reason) at column \(index - bytes.startIndex + 1)")
+        }
+
+        mutating func skipWhitespace() {
+            while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { position += 1 }
+        }
+
+        /// The value of `field`, starting at the current position.
+        mutating func value(for field: Field) throws(ExportLineProblem) -> FieldValue {
+            guard let byte = peek() else { throw problem("not valid JSON: a value is missing after \"\(field.rawValue)\"", at: position) }
+            switch byte {
+            case UInt8(ascii: "\""):
+                return .string(try string())
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return try number()
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                try skipContainer()
+                return .other
+            default:
+                guard let length = literalLength else {
+                    throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position)
+                }
+                position += length
+                return .other
+            }
+        }
+
+        /// The length of the `true`, `false` or `null` at the cursor, if one is there.
+        var literalLength: Int? {
+            for word: StaticString in ["true", "false", "null"] where hasWord(word) { return word.utf8CodeUnitCount }
+            return nil
+        }
+
+        /// Moves past a member's name and its colon, inside an object that must not be one (see
+        /// ``skipContainer()``).
+        private mutating func skipMemberName() throws(ExportLineProblem) {
+            guard peek() == UInt8(ascii: "\"") else { throw problem("not valid JSON: expected a field name in double quotes", at: position) }
+            _ = try string()
+            skipWhitespace()
+            guard peek() == UInt8(ascii: ":") else { throw problem("not valid JSON: expected ':'", at: position) }
+            position += 1
+        }
+
+        /// A JSON number: its value when it is an integer from 0 to `UInt64.max` written without
+        /// fraction or exponent, else `.other`.
+        mutating func number() throws(ExportLineProblem) -> FieldValue {
+            let start = position
+            var negative = false
+            if peek() == UInt8(ascii: "-") { negative = true; position += 1 }
+            guard let first = peek(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+                throw problem("not valid JSON: a number needs a digit after '-'", at: position)
+            }
+            var value: UInt64? = 0
+            if first == UInt8(ascii: "0") {
+                position += 1
+                if let next = peek(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(next) {
+                    throw problem("not valid JSON: a number with a leading zero", at: start)
+                }
+            } else {
+                while let digit = peek(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) {
+                    if let current = value {
+                        let (times, overflowA) = current.multipliedReportingOverflow(by: 10)
+                        let (sum, overflowB) = times.addingReportingOverflow(UInt64(digit - UInt8(ascii: "0")))
+                        value = overflowA || overflowB ? nil : sum
+                    }
+                    position += 1
+                }
+            }
+            var integral = true
+            if peek() == UInt8(ascii: ".") {
+                integral = false
+                position += 1
+                try digits(after: "'.'")
+            }
+            if let e = peek(), e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
+                integral = false
+                position += 1
+                if let sign = peek(), sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { position += 1 }
+                try digits(after: "the exponent")
+            }
+            if integral && !negative, let value { return .integer(value) }
+            return .other
+        }
+
+        private mutating func digits(after what: String) throws(ExportLineProblem) {
+            let start = position
+            while let digit = peek(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) { position += 1 }
+            if position == start { throw problem("not valid JSON: a number needs digits after \(what)", at: position) }
+        }
+
+        /// A JSON string starting at the opening quote: its UTF-8 bytes, escapes resolved.
+        mutating func string() throws(ExportLineProblem) -> [UInt8] {
+            position += 1  // the opening quote
+            var output: [UInt8] = []
+            // The run of bytes since the last escape, copied in one piece.
+            var runStart = position
+            while true {
+                guard let byte = peek() else { throw problem("not valid JSON: a string is not closed", at: runStart) }
+                switch byte {
+                case UInt8(ascii: "\""):
+                    output += bytes[runStart..<position]
+                    position += 1
+                    return output
+                case UInt8(ascii: "\\"):
+                    output += bytes[runStart..<position]
+                    try escape(into: &output)
+                    runStart = position
+                case 0..<0x20:
+                    throw problem("not valid JSON: a raw control character (byte 0x\(Self.hex(byte))) in a string; escape it", at: position)
+                case 0..<0x80:
+                    position += 1
+                default:
+                    try skipUTF8Sequence()
+                }
+            }
+        }
+
+        /// Checks one UTF-8 sequence starting at a byte of 0x80 or more (RFC 3629: no overlong
+        /// forms, no surrogates, nothing past U+10FFFF) and moves past it.
+        private mutating func skipUTF8Sequence() throws(ExportLineProblem) {
+            let lead = bytes[position]
+            let length: Int
+            var low: UInt8 = 0x80, high: UInt8 = 0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; low = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; high = 0x9F
+            case 0xF0: length = 4; low = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; high = 0x8F
+            default: throw problem("not valid UTF-8 (byte 0x\(Self.hex(lead)))", at: position)
+            }
+            guard bytes.endIndex - position >= length else { throw problem("not valid UTF-8 (a sequence cut short)", at: position) }
+            for offset in 1..<length {
+                let continuation = bytes[position + offset]
+                let range: ClosedRange<UInt8> = offset == 1 ? low...high : 0x80...0xBF
+                guard range.contains(continuation) else { throw problem("not valid UTF-8 (byte 0x\(Self.hex(continuation)))", at: position + offset) }
+            }
+            position += length
+        }
+
+        /// Resolves the escape at the backslash under the cursor, appending what it stands for.
+        private mutating func escape(into output: inout [UInt8]) throws(ExportLineProblem) {
+            let start = position
+            position += 1
+            guard let letter = peek() else { throw problem("not valid JSON: a string is not closed", at: start) }
+            position += 1
+            switch letter {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): output.append(letter)
+            case UInt8(ascii: "b"): output.append(0x08)
+            case UInt8(ascii: "f"): output.append(0x0C)
+            case UInt8(ascii: "n"): output.append(0x0A)
+            case UInt8(ascii: "r"): output.append(0x0D)
+            case UInt8(ascii: "t"): output.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hexQuad(escapeAt: start)
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard hasWord("\\u") else { throw problem("not valid JSON: \\u\(Self.hex4(scalar)) is a lone UTF-16 surrogate", at: start) }
+                    let second = position
+                    position += 2
+                    let low = try hexQuad(escapeAt: second)
+                    guard (0xDC00...0xDFFF).contains(low) else { throw problem("not valid JSON: \\u\(Self.hex4(scalar)) is a lone UTF-16 surrogate", at: start) }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw problem("not valid JSON: \\u\(Self.hex4(scalar)) is a lone UTF-16 surrogate", at: start)
+                }
+                // Safe: not a surrogate, at most U+10FFFF.
+                output.append(contentsOf: Unicode.UTF8.encode(Unicode.Scalar(scalar)!)!)
+            default:
+                throw problem("not valid JSON: an invalid escape '\\\(Self.shown(letter))' in a string", at: start)
+            }
+        }
+
+        private mutating func hexQuad(escapeAt start: Int) throws(ExportLineProblem) -> UInt32 {
+            guard bytes.endIndex - position >= 4 else { throw problem("not valid JSON: \\u needs four hexadecimal digits", at: start) }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let digit: UInt32
+                switch bytes[position] {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(bytes[position] - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(bytes[position] - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(bytes[position] - UInt8(ascii: "A") + 10)
+                default: throw problem("not valid JSON: \\u needs four hexadecimal digits", at: start)
+                }
+                value = value << 4 | digit
+                position += 1
+            }
+            return value
+        }
+
+        /// Moves past an object or array (a value of a field that must not be one), checking its
+        /// syntax; nesting is bounded by the line's length and iterative, never recursive.
+        private mutating func skipContainer() throws(ExportLineProblem) {
+            var closers: [UInt8] = []
+            var expectValue = true
+            while true {
+                skipWhitespace()
+                guard let byte = peek() else { throw problem("not valid JSON: an object or array is not closed", at: position) }
+                if expectValue {
+                    switch byte {
+                    case UInt8(ascii: "{"):
+                        closers.append(UInt8(ascii: "}"))
+                        position += 1
+                        skipWhitespace()
+                        if peek() == UInt8(ascii: "}") { position += 1; closers.removeLast(); expectValue = false; break }
+                        try skipMemberName()
+                    case UInt8(ascii: "["):
+                        closers.append(UInt8(ascii: "]"))
+                        position += 1
+                        skipWhitespace()
+                        if peek() == UInt8(ascii: "]") { position += 1; closers.removeLast(); expectValue = false }
+                    case UInt8(ascii: "\""):
+                        _ = try string()
+                        expectValue = false
+                    case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                        _ = try number()
+                        expectValue = false
+                    default:
+                        guard let length = literalLength else {
+                            throw problem("not valid JSON: unexpected character '\(Self.shown(byte))' where a value starts", at: position)
+                        }
+                        position += length
+                        expectValue = false
+                    }
+                } else {
+                    guard let closer = closers.last else { return }
+                    if byte == closer {
+                        position += 1
+                        closers.removeLast()
+                        if closers.isEmpty { return }
+                    } else if byte == UInt8(ascii: ",") {
+                        position += 1
+                        skipWhitespace()
+                        if peek() == closer { throw problem("not valid JSON: a trailing comma", at: position - 1) }
+                        if closer == UInt8(ascii: "}") { try skipMemberName() }
+                        expectValue = true
+                    } else {
+                        throw problem("not valid JSON: expected ',' or '\(Self.shown(closer))'", at: position)
+                    }
+                }
+                if !expectValue && closers.isEmpty { return }
+            }
+        }
+
+        private static func hex(_ byte: UInt8) -> String {
+            let digits = Array("0123456789ABCDEF".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+        }
+
+        private static func hex4(_ value: UInt32) -> String { hex(UInt8(value >> 8)) + hex(UInt8(value & 0xFF)) }
+
+        /// A byte as it can be shown in a message: printable ASCII as itself, else `0xHH`.
+        private static func shown(_ byte: UInt8) -> String {
+            (0x21..<0x7F).contains(byte) ? String(UnicodeScalar(byte)) : "0x" + hex(byte)
+        }
+    }
+}
