@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (liblz4-dev and the peers' -dev packages, when missing) and runs the quick benchmark:
 # Cask against SQLite, LMDB, LevelDB and RocksDB, 100,000 entries, release build, stores in a
-# temporary directory, report in Benchmarks/results/<date>-quick/.
+# temporary directory, report in Benchmarks/results/<date>-quick/, one row per measured target
+# appended to Benchmarks/results/headlines.csv.
 # Usage: Tools/demo.sh [cask-bench options, e.g. --num 1000000 --runs 3 for the full suite]
 set -euo pipefail
 cd "$(dirname "$0")/.."

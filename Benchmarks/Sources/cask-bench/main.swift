@@ -23,6 +23,16 @@ do {
         let store = try CaskStore.open(at: path, options: CaskStore.Options(durability: .os, readOnly: true))
         let seconds = Clock.now() - start
         print("opened \(path): \(store.count) keys in \(String(format: "%.3f", seconds)) s; \(store.recoveryReport)")
+    } else if let folder = options.csvFrom {
+        let saved = try SavedRun(folder: folder, commit: options.commit)
+        let csv = options.csvPath ?? saved.defaultCSV
+        let rows = HeadlineCSV.rows(Target.evaluate(saved.results, num: saved.options.num), run: saved.run)
+        if rows.isEmpty {
+            print("\(folder): no target measured (no key-value workloads in its results.txt); nothing appended to \(csv)")
+        } else {
+            try HeadlineCSV.append(rows, to: csv)
+            print("\(folder): \(rows.count) row\(rows.count == 1 ? "" : "s") appended to \(csv)")
+        }
     } else if let engine = options.worker {
         try Worker.run(options, engine: engine)
     } else {

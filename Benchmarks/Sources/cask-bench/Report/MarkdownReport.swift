@@ -1,11 +1,14 @@
 import Foundation
 
 /// Writes `<results>/<name>/report.md`, `results.txt` (every RESULT line) and `charts/*.svg`.
+/// `SavedRun` reads the first lines of the report and results.txt back: keep them in step.
 struct MarkdownReport {
     let results: ResultSet
     let targets: [Target]
     let options: BenchOptions
     let machine: Machine
+    /// The checkout's commit (`Checkout.commit`), empty when unknown.
+    let commit: String
     let date: String
     let seconds: Double
 
@@ -81,7 +84,7 @@ struct MarkdownReport {
 
     private var markdown: String {
         var md = "# Cask benchmark — \(date)\n\n"
-        md += "`cask-bench \(options.arguments.joined(separator: " "))` — "
+        md += "`cask-bench \(options.arguments.joined(separator: " "))`" + (commit.isEmpty ? "" : " \(SavedRun.commitMarker)`\(commit)`") + " — "
         if hasKeyValue {
             md += "\(Format.grouped(Double(options.num))) entries, "
             md += "16-byte keys, \(options.valueSize)-byte values (half random, half repeated: ~50% compressible), "

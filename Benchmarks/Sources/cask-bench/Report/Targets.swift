@@ -9,6 +9,11 @@ struct Target: Sendable {
         case atMost(Double)
     }
 
+    /// The workload and mode the target measures, and what it compares ("vs_best_peer", "seconds"…):
+    /// together, the target's name in `headlines.csv`.
+    let workload: String
+    let mode: String
+    let metric: String
     let name: String
     let kind: Kind
     /// The measured value (a ratio, seconds or bytes), nil when the suite did not measure it.
@@ -18,6 +23,11 @@ struct Target: Sendable {
     let unit: String
     /// Why the verdict does not apply (e.g. the target is for 1M keys and this run had fewer).
     var caveat: String? = nil
+    /// When the value compares two medians of ops/s: Cask's, and the other side's with its name
+    /// ("lmdb", or "cask-1-writer" for group commit); nil for a median of per-run ratios, seconds or bytes.
+    var cask: Double? = nil
+    var peer: String? = nil
+    var peerValue: Double? = nil
 
     var passed: Bool? {
         guard let value, caveat == nil else { return nil }
@@ -78,88 +88,89 @@ struct Target: Sendable {
             peers.compactMap { peer in results.summary(peer, workload, mode).map { (peer, $0) } }
                 .max { $0.1.opsPerSecond < $1.1.opsPerSecond }
         }
-        func versusBest(_ workload: String, _ mode: String, caskMode: String, bound: Double) {
-            let name = "\(workload) in `\(caskMode)` mode ÷ best peer \(mode)"
-            guard let cask = results.summary("cask", workload, mode), let (peer, best) = bestPeer(workload, mode) else {
-                targets.append(Target(name: name, kind: .atLeast(bound), value: nil, detail: "", unit: "×"))
+        /// Cask's median ops/s ÷ `peer`'s (nil: the best of the peers) in `workload` and `mode`.
+        func versus(_ workload: String, _ mode: String, _ peer: String?, metric: String, name: String, bound: Double) {
+            let other = peer.map { peer in results.summary(peer, workload, mode).map { (peer, $0) } } ?? bestPeer(workload, mode)
+            guard let cask = results.summary("cask", workload, mode), let (peer, summary) = other else {
+                targets.append(Target(workload: workload, mode: mode, metric: metric, name: name, kind: .atLeast(bound), value: nil, detail: "", unit: "×"))
                 return
             }
             targets.append(Target(
-                name: name, kind: .atLeast(bound), value: cask.opsPerSecond / best.opsPerSecond,
-                detail: "cask \(Format.rate(cask.opsPerSecond)) ÷ \(peer) \(Format.rate(best.opsPerSecond)) ops/s", unit: "×"))
+                workload: workload, mode: mode, metric: metric, name: name, kind: .atLeast(bound), value: cask.opsPerSecond / summary.opsPerSecond,
+                detail: "cask \(Format.rate(cask.opsPerSecond)) ÷ \(peer) \(Format.rate(summary.opsPerSecond)) ops/s", unit: "×",
+                cask: cask.opsPerSecond, peer: peer, peerValue: summary.opsPerSecond))
         }
-        for workload in ["fillrandom", "overwrite"] { versusBest(workload, "nosync", caskMode: "os", bound: 2.5) }
-        for workload in ["fillrandom", "overwrite"] { versusBest(workload, "batch1000", caskMode: "buffered", bound: 1.5) }
-
+        for workload in ["fillrandom", "overwrite"] {
+            versus(workload, "nosync", nil, metric: "vs_best_peer", name: "\(workload) in `os` mode ÷ best peer nosync", bound: 2.5)
+        }
+        for workload in ["fillrandom", "overwrite"] {
+            versus(workload, "batch1000", nil, metric: "vs_best_peer", name: "\(workload) in `buffered` mode ÷ best peer batch1000", bound: 1.5)
+        }
         for (workload, bound) in [("readrandom", 2.0), ("readmissing", 3.0)] {
-            let name = "\(workload) ÷ LMDB"
-            if let cask = results.summary("cask", workload, "read"), let lmdb = results.summary("lmdb", workload, "read") {
-                targets.append(Target(name: name, kind: .atLeast(bound), value: cask.opsPerSecond / lmdb.opsPerSecond,
-                                      detail: "cask \(Format.rate(cask.opsPerSecond)) ÷ lmdb \(Format.rate(lmdb.opsPerSecond)) ops/s", unit: "×"))
-            } else {
-                targets.append(Target(name: name, kind: .atLeast(bound), value: nil, detail: "", unit: "×"))
-            }
+            versus(workload, "read", "lmdb", metric: "vs_lmdb", name: "\(workload) ÷ LMDB", bound: bound)
         }
 
         let single = results.summary("cask", "fillsync", "sync", writers: 1)
+        let groupCommit = "fillsync 16 writers ÷ Cask's 1 writer (group commit)"
         if let single, let sixteen = results.summary("cask", "fillsync", "sync", writers: 16) {
-            targets.append(Target(name: "fillsync 16 writers ÷ Cask's 1 writer (group commit)", kind: .atLeast(5), value: sixteen.opsPerSecond / single.opsPerSecond,
-                                  detail: "\(Format.rate(sixteen.opsPerSecond)) ÷ \(Format.rate(single.opsPerSecond)) ops/s", unit: "×"))
+            targets.append(Target(workload: "fillsync", mode: "sync", metric: "16_writers_vs_1", name: groupCommit, kind: .atLeast(5),
+                                  value: sixteen.opsPerSecond / single.opsPerSecond,
+                                  detail: "\(Format.rate(sixteen.opsPerSecond)) ÷ \(Format.rate(single.opsPerSecond)) ops/s", unit: "×",
+                                  cask: sixteen.opsPerSecond, peer: "cask-1-writer", peerValue: single.opsPerSecond))
         } else {
-            targets.append(Target(name: "fillsync 16 writers ÷ Cask's 1 writer (group commit)", kind: .atLeast(5), value: nil, detail: "", unit: "×"))
+            targets.append(Target(workload: "fillsync", mode: "sync", metric: "16_writers_vs_1", name: groupCommit, kind: .atLeast(5), value: nil, detail: "", unit: "×"))
         }
+        let pwrite = "fillsync 1 writer ÷ one pwrite+fdatasync per op (within 15%)"
         if let paired = results.summary("cask", "fillsync_paired", "sync"), let ratio = paired.median(of: "paired_ratio"),
            let reference = results.summary("rawlog", "fillsync_paired", "sync") {
-            targets.append(Target(name: "fillsync 1 writer ÷ one pwrite+fdatasync per op (within 15%)", kind: .atLeast(0.85), value: ratio,
+            targets.append(Target(workload: "fillsync_paired", mode: "sync", metric: "vs_rawlog", name: pwrite, kind: .atLeast(0.85), value: ratio,
                                   detail: String(format: "paired in one process, alternating chunks; median of the runs' median chunk ratios (%.0f µs ÷ %.0f µs per op)",
-                                                 1e6 / paired.opsPerSecond, 1e6 / reference.opsPerSecond), unit: "×"))
+                                                 1e6 / paired.opsPerSecond, 1e6 / reference.opsPerSecond), unit: "×",
+                                  cask: paired.opsPerSecond, peer: "rawlog", peerValue: reference.opsPerSecond))
         } else if let single, let raw = results.summary("rawlog", "fillsync", "sync") {
-            targets.append(Target(name: "fillsync 1 writer ÷ one pwrite+fdatasync per op (within 15%)", kind: .atLeast(0.85),
+            targets.append(Target(workload: "fillsync", mode: "sync", metric: "vs_rawlog", name: pwrite, kind: .atLeast(0.85),
                                   value: single.opsPerSecond / raw.opsPerSecond,
-                                  detail: String(format: "%.0f µs ÷ %.0f µs per op", 1e6 / single.opsPerSecond, 1e6 / raw.opsPerSecond), unit: "×"))
+                                  detail: String(format: "%.0f µs ÷ %.0f µs per op", 1e6 / single.opsPerSecond, 1e6 / raw.opsPerSecond), unit: "×",
+                                  cask: single.opsPerSecond, peer: "rawlog", peerValue: raw.opsPerSecond))
         } else {
-            targets.append(Target(name: "fillsync 1 writer ÷ one pwrite+fdatasync per op (within 15%)", kind: .atLeast(0.85), value: nil, detail: "", unit: "×"))
+            targets.append(Target(workload: "fillsync", mode: "sync", metric: "vs_rawlog", name: pwrite, kind: .atLeast(0.85), value: nil, detail: "", unit: "×"))
         }
 
         let open = results.summary("cask", "open", "read")
-        var openTarget = Target(name: "open of 1M keys with hints", kind: .atMost(0.3), value: open?.median(of: "seconds"),
+        var openTarget = Target(workload: "open", mode: "read", metric: "seconds", name: "open of 1M keys with hints", kind: .atMost(0.3),
+                                value: open?.median(of: "seconds"),
                                 detail: "median seconds to open the fillrandom store (\(Format.grouped(Double(num))) keys)", unit: "s")
         if num != fullSize { openTarget.caveat = "the target is for 1,000,000 keys; this run has \(Format.grouped(Double(num)))" }
         targets.append(openTarget)
 
         let index = results.summary("cask", "index", "read")
-        targets.append(Target(name: "index bytes per key beyond the key bytes", kind: .atMost(32), value: index?.median(of: "index_overhead_bytes_per_key"),
+        targets.append(Target(workload: "index", mode: "read", metric: "bytes_per_key", name: "index bytes per key beyond the key bytes", kind: .atMost(32),
+                              value: index?.median(of: "index_overhead_bytes_per_key"),
                               detail: "(index bytes − key bytes) ÷ keys, after reopening the fillrandom store", unit: "B/key"))
-        targets.append(Target(name: "index bytes per key with the ordered view", kind: .atMost(40),
+        targets.append(Target(workload: "index", mode: "read", metric: "bytes_per_key_ordered", name: "index bytes per key with the ordered view", kind: .atMost(40),
                               value: index?.median(of: "index_overhead_bytes_per_key_ordered"),
                               detail: "the same once the first listing has built the ordered view", unit: "B/key"))
 
         // Issue 21: reads that scale with cores and never wait for writers; listings that never hold writers up.
-        func caskField(_ workload: String, _ mode: String, _ field: String, _ name: String, _ kind: Target.Kind, _ detail: String) {
-            targets.append(Target(name: name, kind: kind, value: results.summary("cask", workload, mode)?.median(of: field), detail: detail, unit: "×"))
+        func caskField(_ workload: String, _ mode: String, _ field: String, _ metric: String, _ name: String, _ kind: Target.Kind, _ detail: String) {
+            targets.append(Target(workload: workload, mode: mode, metric: metric, name: name, kind: kind,
+                                  value: results.summary("cask", workload, mode)?.median(of: field), detail: detail, unit: "×"))
         }
-        caskField("readrandom_2t", "read", "scaling", "readrandom on 2 threads ÷ Cask's 1 thread", .atLeast(1.8),
+        caskField("readrandom_2t", "read", "scaling", "vs_1_thread", "readrandom on 2 threads ÷ Cask's 1 thread", .atLeast(1.8),
                   "median of the runs' ratios to readrandom in the same run")
-        caskField("readwhilewriting", "read", "reader_vs_readrandom", "readwhilewriting reader ÷ readrandom alone", .atLeast(0.8),
+        caskField("readwhilewriting", "read", "reader_vs_readrandom", "vs_readrandom", "readwhilewriting reader ÷ readrandom alone", .atLeast(0.8),
                   "one reader beside one writer at full speed; median of the runs' ratios")
-        func versusLMDB(_ workload: String, _ mode: String, _ name: String, bound: Double) {
-            if let cask = results.summary("cask", workload, mode), let lmdb = results.summary("lmdb", workload, mode) {
-                targets.append(Target(name: name, kind: .atLeast(bound), value: cask.opsPerSecond / lmdb.opsPerSecond,
-                                      detail: "cask \(Format.rate(cask.opsPerSecond)) ÷ lmdb \(Format.rate(lmdb.opsPerSecond)) ops/s", unit: "×"))
-            } else {
-                targets.append(Target(name: name, kind: .atLeast(bound), value: nil, detail: "", unit: "×"))
-            }
-        }
-        versusLMDB("readwhilewriting", "read", "readwhilewriting reader ÷ LMDB's reader", bound: 2)
-        versusLMDB("mixed", "nosync", "mixed (2 threads, 90% gets) ÷ LMDB", bound: 2)
-        caskField("scan_put", "nosync", "p99_ratio", "put p99 while another thread lists ÷ put p99 alone", .atMost(2),
+        versus("readwhilewriting", "read", "lmdb", metric: "vs_lmdb", name: "readwhilewriting reader ÷ LMDB's reader", bound: 2)
+        versus("mixed", "nosync", "lmdb", metric: "vs_lmdb", name: "mixed (2 threads, 90% gets) ÷ LMDB", bound: 2)
+        caskField("scan_put", "nosync", "p99_ratio", "p99_vs_alone", "put p99 while another thread lists ÷ put p99 alone", .atMost(2),
                   "median of the runs' p99 ratios")
-        caskField("compact_put", "nosync", "ratio", "puts while compacting ÷ puts without", .atLeast(0.6),
+        caskField("compact_put", "nosync", "ratio", "vs_no_compaction", "puts while compacting ÷ puts without", .atLeast(0.6),
                   "median of the runs' ratios")
 
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))
-        targets.append(Target(name: "disk after fillrandom ÷ user data", kind: .atMost(0.9), value: fill.map { Double($0.median.diskBytes) / userBytes },
+        targets.append(Target(workload: "fillrandom", mode: "nosync", metric: "disk_vs_user_data", name: "disk after fillrandom ÷ user data", kind: .atMost(0.9),
+                              value: fill.map { Double($0.median.diskBytes) / userBytes },
                               detail: fill.map { "\(Format.bytes($0.median.diskBytes)) on disk ÷ \(Format.bytes(Int64(userBytes))) of keys and values" } ?? "", unit: "×"))
         return targets
     }

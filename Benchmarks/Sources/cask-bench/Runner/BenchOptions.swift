@@ -26,6 +26,12 @@ struct BenchOptions: Sendable {
     var engines: [String] = Engines.all.map { $0.name }
     /// Where the report folder goes; nil: no report.
     var resultsDirectory: String? = BenchOptions.defaultResultsDirectory
+    /// `--csv`: where the measured targets' rows go, instead of `headlines.csv` in the results directory.
+    var csvPath: String?
+    /// `--csv-from`: a saved report folder whose rows to append (and nothing else).
+    var csvFrom: String?
+    /// `--commit`: with `--csv-from`, the commit of a run whose report does not name it.
+    var commit: String?
     var quick = false
     var help = false
     /// Diagnostic: Cask without automatic compaction.
@@ -38,11 +44,29 @@ struct BenchOptions: Sendable {
     var run = 0
     var arguments: [String] = []
 
-    /// Benchmarks/results, next to this package's sources.
-    static var defaultResultsDirectory: String {
+    /// Benchmarks/, this package's directory (in the checkout the binary was built from).
+    static var packageDirectory: String {
         var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { url.deleteLastPathComponent() }  // Runner, cask-bench, Sources, Benchmarks → Benchmarks/
-        return url.appendingPathComponent("results").path
+        for _ in 0..<4 { url.deleteLastPathComponent() }  // BenchOptions.swift, Runner, cask-bench, Sources → Benchmarks/
+        return url.path
+    }
+
+    /// Benchmarks/results, next to this package's sources.
+    static var defaultResultsDirectory: String { packageDirectory + "/results" }
+
+    /// The CSV this run appends its rows to: `--csv`, or `headlines.csv` in the results directory;
+    /// nil with `--no-report`.
+    var csv: String? {
+        guard let resultsDirectory else { return nil }
+        return csvPath ?? resultsDirectory + "/headlines.csv"
+    }
+
+    /// `quick` (`--quick`), `full`, or `partial`: some workloads or engines left out (`--only`,
+    /// `--engines`), or a diagnostic (`--cask-no-auto-compaction`).
+    var runKind: String {
+        let defaults = Engines.all.map { $0.name }.filter { !quick || $0 != FilePerObjectEngine.name }
+        if only != nil || Set(engines) != Set(defaults) || !caskAutoCompaction { return "partial" }
+        return quick ? "quick" : "full"
     }
 
     static let usage = """
@@ -68,7 +92,13 @@ struct BenchOptions: Sendable {
                                   (the objects workloads run when `cask` is one of them, with all their variants)
           --dir <path>            where the stores are made (default: a new folder in $TMPDIR)
           --results <path>        where the report folder <date>/ is written (default: Benchmarks/results)
-          --no-report             print RESULT lines and medians only
+          --csv <path>            the CSV the run appends a row to for each target it measured (date, commit,
+                                  run kind, machine, the medians, the ratio, the target, met or not; default:
+                                  headlines.csv in the --results folder)
+          --no-report             print RESULT lines and medians only (no report folder, no CSV rows)
+          --csv-from <folder>     append the CSV rows of a saved report folder (its results.txt and report.md)
+                                  to --csv (default: headlines.csv beside the folder), and exit
+          --commit <hash>         with --csv-from: the commit of a run whose report does not name it
           --keep                  keep the stores afterwards (also CASK_BENCH_KEEP=1)
           --cask-no-auto-compaction   diagnostic: Cask with automaticCompaction off (the default is on)
           --open-existing <path>  time a read-only open of an existing Cask store and exit
@@ -102,6 +132,9 @@ struct BenchOptions: Sendable {
             case "--dir": options.root = try value(argument)
             case "--results": options.resultsDirectory = try value(argument)
             case "--no-report": options.resultsDirectory = nil
+            case "--csv": options.csvPath = try value(argument)
+            case "--csv-from": options.csvFrom = try value(argument)
+            case "--commit": options.commit = try value(argument)
             case "--keep": options.keep = true
             case "--cask-no-auto-compaction": options.caskAutoCompaction = false
             case "--open-existing": options.openExisting = try value(argument)
@@ -126,6 +159,12 @@ struct BenchOptions: Sendable {
                 explicitEngines = true
             default: throw BenchError.usage("unknown argument '\(argument)'")
             }
+        }
+        if options.csvPath != nil && options.resultsDirectory == nil && options.csvFrom == nil {
+            throw BenchError.usage("--csv needs a report: --no-report writes neither the report folder nor the CSV rows")
+        }
+        if options.commit != nil && options.csvFrom == nil {
+            throw BenchError.usage("--commit names the commit of a saved run, with --csv-from")
         }
         if options.quick {
             if !explicitNum { options.num = 100_000 }

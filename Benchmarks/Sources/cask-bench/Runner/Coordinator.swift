@@ -3,7 +3,7 @@ import Foundation
 /// Runs every engine's worker for every run (engines take turns within a run, starting with a
 /// different one each run, so slow phases of a shared machine hit all of them), then the objects
 /// variants' workers the same way, collects the RESULT lines, prints medians and targets, and
-/// writes the report.
+/// writes the report and the targets' rows of `headlines.csv`.
 struct Coordinator {
     let options: BenchOptions
 
@@ -12,6 +12,7 @@ struct Coordinator {
         try makeDirectory(options.root)
         defer { if !options.keep { try? FileManager.default.removeItem(atPath: options.root) } }
         let machine = Machine.describe(dataDirectory: options.root)
+        let commit = Checkout.commit(of: BenchOptions.packageDirectory)
         print("cask-bench: num=\(options.num) runs=\(options.runs) value_size=\(options.valueSize) fillsync=\(options.fillSyncCount) engines=\(options.engines.joined(separator: ","))")
         for line in machine.lines { print("  " + line) }
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
@@ -55,8 +56,15 @@ struct Coordinator {
         if let resultsDirectory = options.resultsDirectory {
             let date = Self.today()
             let folder = resultsDirectory + "/" + date + (options.quick ? "-quick" : "") + (options.caskAutoCompaction ? "" : "-no-auto-compaction")
-            let report = MarkdownReport(results: results, targets: targets, options: options, machine: machine, date: date, seconds: seconds)
+            let report = MarkdownReport(results: results, targets: targets, options: options, machine: machine, commit: commit, date: date, seconds: seconds)
             print("\nreport: \(try report.write(to: folder))")
+            if let csv = options.csv {
+                let run = HeadlineCSV.Run(date: date, name: (folder as NSString).lastPathComponent, commit: commit, kind: options.runKind,
+                                          machine: machine.summary, num: options.num, runs: options.runs)
+                let rows = HeadlineCSV.rows(targets, run: run)
+                if !rows.isEmpty { try HeadlineCSV.append(rows, to: csv) }
+                print("headlines: \(rows.count) row\(rows.count == 1 ? "" : "s") appended to \(csv)")
+            }
         }
         print(String(format: "total: %.0f s", Clock.now() - start))
         if !results.failures.isEmpty { exit(1) }

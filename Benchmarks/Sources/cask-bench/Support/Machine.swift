@@ -46,6 +46,11 @@ struct Machine: Sendable {
         return best?.description ?? "unknown"
     }
 
+    /// The CSV's `machine`: "Intel(R) Xeon(R) Processor (2 cores)".
+    var summary: String { Self.summary(cpuModel: cpuModel, cores: cores) }
+
+    static func summary(cpuModel: String, cores: Int) -> String { "\(cpuModel) (\(cores) cores)" }
+
     var lines: [String] {
         [
             "CPU: \(cpuModel), \(cores) cores online (nproc)",
