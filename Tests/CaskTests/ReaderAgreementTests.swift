@@ -29,6 +29,18 @@ final class ReaderAgreementTests: XCTestCase {
         /// `verify`'s ranges as a repair drops them: inside the file (a lost tail is past its end),
         /// the manifest apart (a repair removes the file), adjacent ones of a kind merged.
         var verifyDropped: [String]
+        /// What the `cask` tool made of the store, command by command.
+        var tool: ToolReadings
+    }
+
+    /// The `cask` commands' readings, in the library's terms, with their exit statuses.
+    private struct ToolReadings {
+        var verify: (status: Int32, ranges: [String])
+        var dump: [String]
+        var statDamagedRanges: Int?
+        var export: (status: Int32, contents: [String: String])
+        var list: (status: Int32, keys: [String])
+        var recoverDryRunStatus: Int32
     }
 
     private func name(_ file: String) -> String { String(file.split(separator: "/").last ?? "") }
@@ -50,6 +62,7 @@ final class ReaderAgreementTests: XCTestCase {
             if case .damage(let problem) = item { inspected.append("\(problem.kind.rawValue) \(name(problem.file))@\(problem.offset)+\(problem.length)") }
         }
         let repair = try CaskStore.repair(at: directory, dryRun: true)
+        let tool = try readWithTheTool(directory)
         // And the reader written from FORMAT.md alone agrees on what is live, with hints and without.
         _ = try SecondReaderTests.compareReaders(directory, label: name(directory), line: line)
         return Readings(
@@ -60,7 +73,37 @@ final class ReaderAgreementTests: XCTestCase {
             repairDropped: merged(repair.changes.flatMap(\.droppedRanges)),
             verifyDropped: merged(verification.damagedRanges.filter { range in
                 range.kind != .compactionManifest && range.offset < Int64((try? StoreFiles.fileSize(range.file)) ?? 0)
-            }))
+            }),
+            tool: tool)
+    }
+
+    /// Runs every reading command of the tool on `directory` (none changes it).
+    private func readWithTheTool(_ directory: String) throws -> ToolReadings {
+        func objects(_ text: String) -> [[String: Any]] {  // JSON Lines
+            text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        func object(_ text: String) -> [String: Any]? { try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] }
+        func range(_ object: [String: Any], kind: String) -> String {
+            "\(object[kind] as? String ?? "?") \(name(object["file"] as? String ?? ""))@\(object["offset"] as? Int ?? -1)+\(object["length"] as? Int ?? object["bytes"] as? Int ?? -1)"
+        }
+        let verify = try ToolTests.cask(["verify", directory, "--json"])
+        let verifyRanges = (object(verify.out)?["problems"] as? [[String: Any]] ?? []).map { range($0, kind: "kind") }
+        let dump = try ToolTests.cask(["dump", directory, "--json"])
+        let dumped = objects(dump.out).filter { $0["kind"] as? String == "damage" }.map { range($0, kind: "damage") }
+        let stat = try ToolTests.cask(["stat", directory, "--json"])
+        let export = try ToolTests.cask(["export", directory])
+        var exported: [String: String] = [:]
+        for line in objects(export.out) {
+            let value = (line["value"] as? String) ?? (line["valueBase64"] as? String).flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) }
+            if let key = line["key"] as? String, let value { exported[key] = value }
+        }
+        let list = try ToolTests.cask(["list", directory])
+        let recover = try ToolTests.cask(["recover", directory, "--dry-run"])
+        return ToolReadings(
+            verify: (verify.status, verifyRanges), dump: dumped.sorted(),
+            statDamagedRanges: object(stat.out)?["damagedRanges"] as? Int,
+            export: (export.status, exported), list: (list.status, list.out.split(separator: "\n").map(String.init)),
+            recoverDryRunStatus: recover.status)
     }
 
     /// `ranges` as `kind file@offset+length`, in order, each run of adjacent ranges of one kind as one.
@@ -82,6 +125,17 @@ final class ReaderAgreementTests: XCTestCase {
         XCTAssertEqual(readings.inspect, readings.verify.filter { !$0.hasPrefix("compaction-manifest") }.sorted(), "\(context): inspect", line: line)
         XCTAssertEqual(readings.open, Set(readings.verify), "\(context): the open's report", line: line)
         XCTAssertEqual(readings.repairDropped, readings.verifyDropped, "\(context): what the repair drops", line: line)
+        // The tool: the same ranges, the same live keys, the documented exit statuses.
+        let damaged = !expected.isEmpty, skipped = readings.open.contains { !$0.hasPrefix("torn-tail ") }
+        XCTAssertEqual(readings.tool.verify.status, damaged ? 65 : 0, "\(context): cask verify's status", line: line)
+        XCTAssertEqual(readings.tool.verify.ranges.sorted(), readings.verify.sorted(), "\(context): cask verify", line: line)
+        XCTAssertEqual(readings.tool.dump, readings.inspect, "\(context): cask dump", line: line)
+        XCTAssertEqual(readings.tool.statDamagedRanges, readings.open.count, "\(context): cask stat", line: line)
+        XCTAssertEqual(readings.tool.export.status, skipped ? 65 : 0, "\(context): cask export's status", line: line)
+        XCTAssertEqual(readings.tool.export.contents, readings.contents, "\(context): cask export", line: line)
+        XCTAssertEqual(readings.tool.list.status, skipped ? 65 : 0, "\(context): cask list's status", line: line)
+        XCTAssertEqual(readings.tool.list.keys, readings.contents.keys.sorted(), "\(context): cask list", line: line)
+        XCTAssertEqual(readings.tool.recoverDryRunStatus, damaged ? 65 : 0, "\(context): cask recover --dry-run's status", line: line)
         XCTAssertEqual(readings.verifyClean, expected.isEmpty, "\(context): verify clean", line: line)
         XCTAssertEqual(readings.repairClean, expected.isEmpty, "\(context): repair dry run clean\n\(readings.repair)", line: line)
         XCTAssertEqual(readings.openIgnored.sorted(), readings.verifyIgnored.filter { !$0.contains("replaced by a compaction") }.sorted(), "\(context): ignored files", line: line)

@@ -85,7 +85,7 @@ struct DumpCommand: Subcommand {
             }
             return fields.joined(separator: " ")
         case .damage(let problem):
-            let segment = SegmentName.segmentID(fromFileName: URL(fileURLWithPath: problem.file).lastPathComponent).map(String.init) ?? "?"
+            let segment = problem.segmentID.map(String.init) ?? "?"
             return "\(segment):\(problem.offset) damaged bytes=\(problem.length) kind=\(problem.kind.rawValue) reason=\(problem.reason)"
         }
     }
@@ -138,7 +138,7 @@ struct DumpCommand: Subcommand {
         var keyBase64: String?
         var commitsFirstSeq: UInt64?
         var commitsLastSeq: UInt64?
-        /// For damage: "record", "segment-header" or "torn-tail".
+        /// For damage: "record", "segment-header", "torn-tail" or "uncommitted-batch".
         var damage: String?
         var reason: String?
 
@@ -169,7 +169,7 @@ struct DumpCommand: Subcommand {
                 }
             case .damage(let problem):
                 kind = "damage"
-                segment = SegmentName.segmentID(fromFileName: URL(fileURLWithPath: problem.file).lastPathComponent)
+                segment = problem.segmentID
                 file = problem.file
                 offset = problem.offset
                 bytes = problem.length

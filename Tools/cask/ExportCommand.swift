@@ -11,7 +11,7 @@ struct ExportCommand: Subcommand {
         abstract: "Write keys, values and expiries as JSON Lines.",
         discussion: [
             "Writes one JSON object per key, one per line, keys in bytewise order, object keys sorted: {\"key\":\"user/42\",\"value\":\"Ada\"}. A key or value that is valid UTF-8 is a JSON string under \"key\" or \"value\"; any other is base64 (RFC 4648, padded) under \"keyBase64\" or \"valueBase64\". A key that expires also has \"expiresAtMilliseconds\", its expiry time in milliseconds since 1970-01-01 UTC. Deleted and expired keys are left out. 'cask import' reads this back, reproducing keys, values and expiries exactly.",
-            "Opens the store read-only and takes no lock, so it works while another process writes; the export is the store as it was when opened. A damaged record stops the export with exit 65 ('cask verify' lists the damage). With --output, a regular file (or a new one) is written under a temporary name next to it and renamed into place only when complete; a FIFO, terminal or device is written through, never replaced; a directory, a dangling link or a path inside the store is refused. Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
+            "Opens the store read-only and takes no lock, so it works while another process writes; the export is the store as it was when opened. A damaged record stops the export with exit 65 ('cask verify' lists the damage); when opening skipped damaged records, everything that could be read is exported, a warning goes to standard error, and the exit status is 65. With --output, a regular file (or a new one) is written under a temporary name next to it and renamed into place only when complete; a FIFO, terminal or device is written through, never replaced; a directory, a dangling link or a path inside the store is refused. Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [
@@ -40,6 +40,7 @@ struct ExportCommand: Subcommand {
         let store = try StoreAccess.openForReading(directory)
         defer { try? store.close() }
         let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
+        let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         var line: [UInt8] = []
         let progress = ProgressReporter(label: "exporting", output: output, unit: .items("keys"))
         var exported = 0
@@ -62,6 +63,6 @@ struct ExportCommand: Subcommand {
             let summary = "exported \(exported) \(exported == 1 ? "key" : "keys") to \(outputPath)"
             if sink.isStaged { output.line(summary) } else { output.error(summary + "\n") }
         }
-        return .success
+        return damaged ? .dataError : .success
     }
 }

@@ -6,7 +6,7 @@ struct GetCommand: Subcommand {
         name: "get",
         abstract: "Write the value of a key to standard output.",
         discussion: [
-            "Writes the value's bytes exactly, with no newline added. Exits 1 when the key has no value, and 65 when its record is damaged (no damaged bytes are written). Opens the store read-only and takes no lock, so it works while another process writes.",
+            "Writes the value's bytes exactly, with no newline added. Exits 1 when the key has no value, and 65 when its record is damaged (no damaged bytes are written). When opening skipped damaged records elsewhere, a warning goes to standard error (the key's newest record may be among them) and the exit status is the key's. Opens the store read-only and takes no lock, so it works while another process writes.",
         ],
         arguments: [StoreAccess.directoryArgument, StoreAccess.keyArgument],
         options: [KeyEscaping.escapedFlag])
@@ -22,6 +22,7 @@ struct GetCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForReading(directory)
         let value = try CaskError.wrap { () throws(CaskError) in try store.get(key) }
+        _ = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         try StoreAccess.close(store)
         guard let value else {
             throw .failure("key '\(KeyEscaping.escape(key))' has no value in \(directory)")

@@ -8,7 +8,7 @@ struct ListCommand: Subcommand {
         abstract: "List keys, one per line, sorted bytewise.",
         discussion: [
             "Each key is printed as its UTF-8 text, except that a byte that is not printable UTF-8 (invalid UTF-8, control characters such as newline or tab, invisible format characters) is printed as \\xHH, and a backslash as \\\\. So every line is exactly one key, and a printed key can be passed back to get, put and delete with --escaped. With --json, keys that are valid UTF-8 are strings under \"key\" and other keys are base64 under \"keyBase64\".",
-            "Opens the store read-only and takes no lock, so it works while another process writes.",
+            "Opens the store read-only and takes no lock, so it works while another process writes. When opening skipped damaged records, the keys that could be read are listed, a warning goes to standard error, and the exit status is 65 ('cask verify' lists the damage).",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [
@@ -40,6 +40,7 @@ struct ListCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForReading(directory)
         let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
+        let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         try StoreAccess.close(store)
         if json {
             try output.json(JSONReport(count: keys.count, keys: keys.map { key in
@@ -49,6 +50,6 @@ struct ListCommand: Subcommand {
         } else {
             for key in keys { output.line(KeyEscaping.escape(key)) }
         }
-        return .success
+        return damaged ? .dataError : .success
     }
 }

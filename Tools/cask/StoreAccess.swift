@@ -23,6 +23,19 @@ enum StoreAccess {
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 
+    /// Whether the open of `store` skipped damage — anything but a torn tail, which a read-only
+    /// open beside a live writer sees as an append in progress — and so whatever it reads may miss
+    /// records, or show an older value of a key whose newer record is damaged. Says so on standard
+    /// error, naming what to run. `list` and `export` then exit 65 after writing what they read;
+    /// `get` keeps its own key's exit status.
+    static func warnOfSkippedDamage(_ store: CaskStore, in directory: String, output: Output) -> Bool {
+        let skipped = store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail }
+        guard !skipped.isEmpty else { return false }
+        let ranges = skipped.count == 1 ? "1 damaged range" : "\(skipped.count) damaged ranges"
+        output.error("warning: opening \(directory) skipped \(ranges): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")
+        return true
+    }
+
     /// Closes `store` (flushing and syncing a writable one), reporting a failure to do so.
     static func close(_ store: CaskStore) throws(ToolError) {
         try CaskError.wrap { () throws(CaskError) in try store.close() }
