@@ -110,12 +110,13 @@ final class ToolExportTests: XCTestCase {
 
         Opens the store read-only and takes no lock, so it works while another process
         writes; the export is the store as it was when opened. A damaged record stops
-        the export with exit 65 ('cask verify' lists the damage). With --output, a
-        regular file (or a new one) is written under a temporary name next to it and
-        renamed into place only when complete; a FIFO, terminal or device is written
-        through, never replaced; a directory, a dangling link or a path inside the store
-        is refused. Shows progress on standard error (a bar on a terminal, plain lines
-        otherwise).
+        the export with exit 65 ('cask verify' lists the damage); when opening skipped
+        damaged records, everything that could be read is exported, a warning goes to
+        standard error, and the exit status is 65. With --output, a regular file (or a
+        new one) is written under a temporary name next to it and renamed into place
+        only when complete; a FIFO, terminal or device is written through, never
+        replaced; a directory, a dangling link or a path inside the store is refused.
+        Shows progress on standard error (a bar on a terminal, plain lines otherwise).
 
         USAGE: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]
 

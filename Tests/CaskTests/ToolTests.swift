@@ -146,6 +146,8 @@ final class ToolTests: XCTestCase {
 
         Writes the value's bytes exactly, with no newline added. Exits 1 when the key
         has no value, and 65 when its record is damaged (no damaged bytes are written).
+        When opening skipped damaged records elsewhere, a warning goes to standard error
+        (the key's newest record may be among them) and the exit status is the key's.
         Opens the store read-only and takes no lock, so it works while another process
         writes.
 
