@@ -48,7 +48,9 @@ final class AllocationTests: XCTestCase {
             print("allocations per operation (\(durability), debug build): put \(put), write \(write), withValue \(read), get \(get)")
             // Unoptimized, a write allocates two boxes for variables its closures capture (the
             // optimizer keeps them on the stack: the release build's put allocates nothing).
-            XCTAssertLessThanOrEqual(write, 2, "\(durability): a write allocates more than before")
+            // In `.buffered` mode the buffer is handed to the OS once per 256 KiB of records, about
+            // once per 2,000 of these; that flush may allocate once (0.0005 per write).
+            XCTAssertLessThanOrEqual(write, 2.001, "\(durability): a write allocates more than before")
             XCTAssertLessThanOrEqual(put, write + 0.001, "\(durability): put allocates more than the write it makes")
             XCTAssertEqual(read, 0, "\(durability): a withValue read allocates")
             XCTAssertEqual(get, 1, "\(durability): a get allocates more than its result array")

@@ -329,7 +329,7 @@ final class ConcurrencyTests: XCTestCase {
 
     /// No writer counted as on its way to a sync, none waiting for one, no sync running.
     private func assertGroupCommitIsIdle(_ store: CaskStore, _ context: String = "", file: StaticString = #filePath, line: UInt = #line) {
-        let (arriving, waiting, syncing) = store.syncState.withLock { sync, _ in (sync.arriving, sync.waiting.count, sync.syncing) }
+        let (arriving, waiting, syncing) = store.groupCommit.state.withLock { sync, _ in (sync.arriving, sync.waiting.count, sync.syncing) }
         XCTAssertEqual(arriving, 0, "writers still counted as arriving \(context)", file: file, line: line)
         XCTAssertEqual(waiting, 0, "writers still counted as waiting \(context)", file: file, line: line)
         XCTAssertFalse(syncing, "a sync still marked as running \(context)", file: file, line: line)

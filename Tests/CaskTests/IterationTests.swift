@@ -124,20 +124,20 @@ final class IterationTests: XCTestCase {
             let prefix = [Array("user/1".utf8), Array("item/".utf8), keys[0]][phase % 3]
             try assertVisits(store, model, expiries: expiries, prefix: prefix, "phase \(phase), prefix \(name(prefix))")
             try store.close()
-            options.memoryMappedReads = Bool.random(using: &rng)
+            options.memoryMapping = Bool.random(using: &rng)
             switch Int.random(in: 0..<3, using: &rng) {
             case 0: try StoreFiles.removeHints(in: dir.path)
             case 1:
                 var readOnly = options
                 readOnly.readOnly = true
                 let reader = try CaskStore.open(at: dir.path, options: readOnly)
-                try assertVisits(reader, model, expiries: expiries, "phase \(phase), read-only (mapped: \(options.memoryMappedReads))")
+                try assertVisits(reader, model, expiries: expiries, "phase \(phase), read-only (mapped: \(options.memoryMapping))")
                 try reader.close()
             default: break
             }
             store = try CaskStore.open(at: dir.path, options: options)
             XCTAssertTrue(store.recoveryReport.isClean, "\(store.recoveryReport)")
-            try assertVisits(store, model, expiries: expiries, "phase \(phase), reopened (mapped: \(options.memoryMappedReads))")
+            try assertVisits(store, model, expiries: expiries, "phase \(phase), reopened (mapped: \(options.memoryMapping))")
         }
         let segments = try store.statistics().segments.count
         XCTAssertGreaterThan(segments, 3, "segments should rotate")
@@ -236,7 +236,7 @@ final class IterationTests: XCTestCase {
         options.bufferSize = 4 << 20
         options.flushInterval = 0  // only explicit flushes
         for mapped in [true, false] {
-            options.memoryMappedReads = mapped
+            options.memoryMapping = mapped
             let store = try CaskStore.open(at: dir.appending("mapped-\(mapped)"), options: options)
             var rng = SeededGenerator(seed: 0xB0FF)
             var model: [[UInt8]: [UInt8]] = [:]
@@ -332,7 +332,7 @@ final class IterationTests: XCTestCase {
             options.maxSegmentSize = 32 << 10
             options.compactionDeadRatio = 0.3
             options.compactionMinDeadBytes = 0
-            options.memoryMappedReads = mapped
+            options.memoryMapping = mapped
             let store = try CaskStore.open(at: dir.path, options: options)
             // Stable keys (never written again) interleaved with the writers' keys in every segment.
             var stable: [[UInt8]: [UInt8]] = [:]
@@ -414,7 +414,7 @@ final class IterationTests: XCTestCase {
             defer { dir.remove() }
             var options = CaskStore.Options()
             options.maxSegmentSize = 8 << 10
-            options.memoryMappedReads = mapped
+            options.memoryMapping = mapped
             var store = try CaskStore.open(at: dir.path, options: options)
             var model: [[UInt8]: [UInt8]] = [:]
             var rng = SeededGenerator(seed: 0xDA3A6E)

@@ -65,7 +65,7 @@ final class PowerLossTests: XCTestCase {
         var name: String
         var durability: Durability
         var writeHints = true
-        var memoryMappedReads = true
+        var memoryMapping = true
         var automaticCompaction = true
         /// The store's content before the first step (the template's, if there is one).
         var base: [String: [UInt8]] = [:]
@@ -91,7 +91,7 @@ final class PowerLossTests: XCTestCase {
             options.bufferSize = 1024
             options.flushInterval = 0  // no timer; hint and compaction jobs still overlap the step that starts them
             options.writeHints = writeHints
-            options.memoryMappedReads = memoryMappedReads
+            options.memoryMapping = memoryMapping
             options.automaticCompaction = automaticCompaction
             options.compactionMinDeadBytes = 1
             return options
@@ -321,7 +321,7 @@ final class PowerLossTests: XCTestCase {
             scenario.name = "short, from a torn store, no hints, no mappings"
             scenario.base = base
             scenario.writeHints = false
-            scenario.memoryMappedReads = false
+            scenario.memoryMapping = false
             let calls = try callCount(scenario, template: template.path)
             images += try cutAndCheck(scenario, template: template.path, cuts: 0...calls, survivals: Self.survivals)
             print("PowerLossTests: \(scenario): \(calls) calls, each cut")
@@ -426,7 +426,7 @@ final class PowerLossTests: XCTestCase {
         }
         var scenario = Scenario(name: "random \(seed)", durability: durability, steps: steps)
         scenario.writeHints = seed % 3 != 2
-        scenario.memoryMappedReads = seed % 2 == 0
+        scenario.memoryMapping = seed % 2 == 0
         return scenario
     }
 

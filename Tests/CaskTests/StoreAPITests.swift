@@ -190,7 +190,7 @@ final class StoreAPITests: XCTestCase {
             let dir = TemporaryDirectory()
             defer { dir.remove() }
             var options = CaskStore.Options(durability: durability)
-            options.memoryMappedReads = mapped
+            options.memoryMapping = mapped
             options.flushInterval = 3600  // buffered: the records stay in the buffer
             let store = try CaskStore.open(at: dir.path, options: options)
             for (i, value) in values.enumerated() { try store.put("v\(i)", value) }

@@ -34,7 +34,7 @@ extension Compactor {
         keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
     ) throws(CaskError) -> DamagedRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
-        var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, fileSystem: fileSystem)
+        var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, lockHeld: true, fileSystem: fileSystem)
         var staging = ByteBuffer(capacity: 64 << 10)
         var staged: [Staged] = []
         staged.reserveCapacity(Self.stagedGroup)

@@ -61,7 +61,7 @@ extension Compactor {
         outputs.map { output in
             SegmentFile(
                 id: output.id, path: output.path, fd: output.fd, length: output.length, fileSystem: fileSystem,
-                mapLength: options.memoryMappedReads ? Int(output.length) : 0)
+                mapLength: options.memoryMapping ? Int(output.length) : 0)
         }
     }
 }

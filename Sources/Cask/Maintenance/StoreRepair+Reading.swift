@@ -60,7 +60,7 @@ extension StoreRepair {
         var records: [ScannedRecord] = []
         let start = meter.done
         let read = try SegmentReader.read(
-            segment: id, of: listing, fileSystem: fileSystem,
+            segment: id, of: listing, lockHeld: true, fileSystem: fileSystem,
             onOpen: { length, header in
                 analysis.length = length
                 if let header { analysis.header = .success(header) }

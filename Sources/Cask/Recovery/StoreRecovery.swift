@@ -170,7 +170,7 @@ package struct StoreRecovery {
         stats.sealed = !isActive
 
         // Header.
-        var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, fileSystem: fileSystem)
+        var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, fileSystem: fileSystem)
         var (header, headerDamage) = try reader.readHeader()
         if let header { result.nextSeq = max(result.nextSeq, header.baseSeq) }
         if keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
@@ -188,7 +188,7 @@ package struct StoreRecovery {
                 file: segmentPath, offset: 0, bytesRemoved: length, reason: "segment header was incomplete; rewritten"))
             length = Int64(SegmentHeader.length)
             file.writtenLength.store(length, ordering: .relaxed)
-            reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, fileSystem: fileSystem)
+            reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, fileSystem: fileSystem)
             (header, headerDamage) = try reader.readHeader()
         }
         stats.fileBytes = length

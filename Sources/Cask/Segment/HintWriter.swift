@@ -13,7 +13,7 @@ package enum HintWriter {
     package static func write(for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem) throws(CaskError) -> Outcome {
         var encoder = HintFile.Encoder(segmentID: file.id)
         // Sealed: its end is final, and any bytes that are not records are damage.
-        var reader = SegmentReader(fd: file.fd, id: file.id, path: file.path, length: length, isActive: false, fileSystem: fileSystem)
+        var reader = SegmentReader(fd: file.fd, id: file.id, path: file.path, length: length, isActive: false, lockHeld: true, fileSystem: fileSystem)
         var entries = 0
         var batch = BatchAssembler()
         let outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: { _, header, bytes in

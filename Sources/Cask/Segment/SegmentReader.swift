@@ -51,6 +51,10 @@ package struct SegmentReader: ~Copyable {
     package let path: String
     /// Whether this is the store's active segment (``StoreDirectory/activeSegment``).
     package let isActive: Bool
+    /// Whether another process may be appending to the file as it is read (the active segment,
+    /// read without the store's lock: a read-only open, `verify`, `inspect`): bad bytes there are
+    /// read again before they are called anything.
+    package let mayGrow: Bool
     private let fd: Int32
     private let fileSystem: any FileSystem
     package private(set) var fileLength: Int64
@@ -60,7 +64,9 @@ package struct SegmentReader: ~Copyable {
     private var headerDamage: DamagedRange?
 
     /// A reader of the segment open as `fd` (which stays the caller's), `length` bytes long.
-    package init(fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, fileSystem: any FileSystem) {
+    /// `lockHeld`: the reader holds the store's lock, so nobody writes the file meanwhile.
+    package init(fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, lockHeld: Bool, fileSystem: any FileSystem) {
+        mayGrow = isActive && !lockHeld
         self.fd = fd
         self.id = id
         self.path = path
@@ -125,7 +131,7 @@ package struct SegmentReader: ~Copyable {
         var position = min(start, fileLength)
         while position < fileLength {
             var found = try record(at: position)
-            if case .failure = found, isActive {
+            if case .failure = found, mayGrow {
                 // Perhaps a write in progress: read it again (the window may be older than the file).
                 dropWindow()
                 found = try record(at: position)
@@ -150,7 +156,7 @@ package struct SegmentReader: ~Copyable {
                 if case .success = try record(at: next) { break }
                 next += 1
             }
-            if isActive && next < fileLength {
+            if mayGrow && next < fileLength {
                 // A valid record after the bad bytes: a write in progress there has landed by now.
                 dropWindow()
                 if case .success = try record(at: position) { continue }
@@ -351,7 +357,7 @@ extension SegmentReader {
     /// exists (a compaction removed it after the directory was listed). For the readers that change
     /// nothing: `verify`, `inspect`, repair.
     package static func read(
-        segment id: UInt64, of directory: StoreDirectory, fileSystem: any FileSystem,
+        segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, fileSystem: any FileSystem,
         onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
         onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
         onDamage: (DamagedRange) -> Void = { _ in }
@@ -367,7 +373,8 @@ extension SegmentReader {
         do { length = try fileSystem.fileSize(fd) } catch {
             throw CaskError.from(error, operation: "fstat", path: path, reading: true)
         }
-        var reader = SegmentReader(fd: fd, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, fileSystem: fileSystem)
+        var reader = SegmentReader(
+            fd: fd, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld, fileSystem: fileSystem)
         let (header, _) = try reader.readHeader()
         onOpen(length, header)
         var batch = BatchAssembler()

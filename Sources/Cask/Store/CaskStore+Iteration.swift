@@ -32,7 +32,7 @@ extension CaskStore {
     ///
     /// **Cost.** O(log n) to find the first key, then per entry one probe of the hash index and one
     /// record read: through the segment's memory mapping (no syscall) or, with
-    /// `Options.memoryMappedReads` off, a `pread` (reading on through the records after it in the
+    /// `Options.memoryMapping` off, a `pread` (reading on through the records after it in the
     /// same segment, up to 1 MiB, when they are next in the listing too). Records still in the
     /// write buffer (`.buffered`) are copied out of it. No allocation per entry: compressed values
     /// are expanded into one reused buffer. Records lie in the order they were written, so a

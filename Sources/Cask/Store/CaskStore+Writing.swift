@@ -9,7 +9,7 @@ extension CaskStore {
     /// writing anything; ``CaskError/diskFull(path:)`` after rolling the record back.
     /// Complexity: O(key + value): one LZ4 compression, one checksum, and (outside `.buffered`) one
     /// copy into the segment's mapping (one `pwrite` where writes are not mapped, see
-    /// ``Options/memoryMappedReads``). Contiguous collections (`[UInt8]`, `ArraySlice`, `Data`) are
+    /// ``Options/memoryMapping``). Contiguous collections (`[UInt8]`, `ArraySlice`, `Data`) are
     /// not copied.
     @inlinable
     public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>) throws(CaskError) {
@@ -111,7 +111,7 @@ extension CaskStore {
             }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
-        try waitUntilDurable(target, force: true)
+        try groupCommit.waitUntilDurable(target, force: true, writer: writer)
     }
 
     // MARK: The write path
@@ -133,89 +133,113 @@ extension CaskStore {
         if valueLength > options.maxValueSize { throw CaskError.valueTooLarge(length: valueLength, limit: options.maxValueSize) }
     }
 
-    /// Appends one record and points the index at it. Returns false for a delete of a missing key.
+    /// Appends one put or delete and points the index at it. Returns false for a delete of a
+    /// missing key (which writes nothing).
     @usableFromInline @discardableResult
     func write(_ type: RecordType, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, expiresAt: UInt64? = nil) throws(CaskError) -> Bool {
         try validate(key: key, valueLength: value.count)
+        return try append(SingleWrite(type: type, key: key, value: value, expiresAt: expiresAt))
+    }
+
+    /// The one write path, for a put, a delete and a batch: under the writer mutex, seals the
+    /// active segment if the records might not fit, encodes them (a batch's as members, then its
+    /// commit record) into the write buffer, flushes it (outside `.buffered` mode, or when full;
+    /// on failure the records are rolled back and nothing changed), points the index at them under
+    /// one hold of its lock (a batch seen whole by lock-free gets too: `batchVersion`), and tells
+    /// observers; then, in `.fsync` mode, waits for their sync with the other writers
+    /// (``GroupCommit``). Returns false when it wrote nothing (``WriteRecords/isNoOp(in:)``).
+    func append(_ records: some WriteRecords) throws(CaskError) -> Bool {
         guard let writer else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
         let durability = options.durability
-        let target = try appendDurably { () throws(CaskError) -> SyncPosition? in try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
-            try w.checkUsable()
-            if type == .delete, state.read({ $0.index.lookup(key) }) == nil { return nil }
-            try w.checkSequenceNumbersLeft(1, directory: directory)
-            let worstCase = Int64(Limits.maxRecordHeaderLength + key.count + value.count)
-            if w.end + worstCase > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
-                try rotate(&w)
-            }
-            // The index's misses then overlap the compression and the write.
-            w.index.prefetch(key)
-            let start = w.buffer.count
-            let seq = w.nextSeq
-            let length = w.encoder.append(type: type, seq: seq, key: key, value: value, expiresAt: expiresAt, to: &w.buffer)
-            let offset = w.end
-            w.end += Int64(length)
-            if durability != .buffered || w.buffer.count >= options.bufferSize {
-                do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
-                    w.buffer.count = start
-                    w.end = offset
-                    throw error
+        func appendRecords() throws(CaskError) -> SyncPosition? {
+            try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
+                try w.checkUsable()
+                if records.isNoOp(in: state) { return nil }
+                let isBatch = records.isBatch
+                try w.checkSequenceNumbersLeft(records.count + (isBatch ? 1 : 0), directory: directory)
+                if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
+                    try rotate(&w)
                 }
+                let bufferStart = w.buffer.count, segmentEnd = w.end
+                let firstSeq = w.nextSeq
+                let segmentID = UInt32(w.active.id)
+                // A batch's locations go in `w.locations`; a put's or delete's is `single`.
+                var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
+                if isBatch { w.locations.removeAll(keepingCapacity: true) }
+                records.forEach { position, type, key, value, expiresAt in
+                    // The index's misses then overlap the compression and the write.
+                    if !isBatch { w.index.prefetch(key) }
+                    let length = w.encoder.append(
+                        type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
+                        to: &w.buffer)
+                    single = RecordLocation(segmentID: segmentID, offset: UInt32(w.end), length: UInt32(length))
+                    if isBatch { w.locations.append(single) }
+                    w.end += Int64(length)
+                }
+                let commitSeq = firstSeq + UInt64(records.count)
+                var commitLength = 0, commitValueLength = 0
+                if isBatch {
+                    // The commit record: the batch's first seq as its key, its member count as its value.
+                    var commitValue = ByteBuffer(capacity: 10)
+                    commitValue.append(varint: UInt64(records.count))
+                    commitValueLength = commitValue.count
+                    commitLength = withUnsafeBytes(of: firstSeq.littleEndian) { key in
+                        commitValue.withUnsafeBytes { value in
+                            w.encoder.append(type: .batch, seq: commitSeq, key: key, value: value, expiresAt: nil, to: &w.buffer)
+                        }
+                    }
+                    w.end += Int64(commitLength)
+                }
+                if durability != .buffered || w.buffer.count >= options.bufferSize {
+                    do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
+                        w.buffer.count = bufferStart
+                        w.end = segmentEnd
+                        throw error
+                    }
+                }
+                w.nextSeq = isBatch ? commitSeq + 1 : commitSeq
+                let written = w.flushed
+                state.write { shared in
+                    shared.segments.noteWritten(segmentID, length: written)
+                    if isBatch {
+                        // Gets without the lock that overlap the entries' changes fall back to the lock.
+                        shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
+                        atomicMemoryFence(ordering: .releasing)
+                    }
+                    records.forEach { position, type, key, value, expiresAt in
+                        let location = isBatch ? w.locations[position] : single
+                        let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
+                        shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil)
+                        if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
+                        shared.stats.update(UInt64(segmentID)) {
+                            $0.append(seq: firstSeq + UInt64(position), valueLength: value.count, length: Int(location.length), live: type == .put)
+                        }
+                    }
+                    if isBatch {
+                        shared.stats.update(UInt64(segmentID)) { $0.append(seq: commitSeq, valueLength: commitValueLength, length: commitLength, live: false) }
+                        shared.batchVersion.add(1, ordering: .releasing)
+                    }
+                }
+                records.forEach { position, type, key, _, expiresAt in
+                    publish(
+                        type == .put ? .put : .delete, key: key, seq: firstSeq + UInt64(position), expiresAt: expiresAt,
+                        location: isBatch ? w.locations[position] : single)
+                }
+                return SyncPosition(segmentID: w.active.id, offset: w.end)
             }
-            w.nextSeq += 1
-            let location = RecordLocation(segmentID: UInt32(w.active.id), offset: UInt32(offset), length: UInt32(length))
-            let segmentID = w.active.id, written = w.flushed
-            state.write { shared in
-                shared.segments.noteWritten(location.segmentID, length: written)
-                let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
-                shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil)
-                if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
-                shared.stats.update(segmentID) { $0.append(seq: seq, valueLength: value.count, length: length, live: type == .put) }
-            }
-            publish(type == .put ? .put : .delete, key: key, seq: seq, expiresAt: expiresAt, location: location)
-            return SyncPosition(segmentID: w.active.id, offset: w.end)
-        } }
-        return target != nil
+        }
+        guard durability == .fsync else { return try appendRecords() != nil }
+        return try groupCommit.append(writer: writer, appendRecords) != nil
     }
 
-    /// Seals the active segment and starts the next one. Runs under the writer mutex.
-    /// The sealed segment's hint is written in the background; writing it also syncs the segment, so
-    /// that in `.os` and `.buffered` modes sealed segments reach the disk in the order they were
-    /// sealed. `followUp`: consider a compaction, in the background (`compact()` seals without it:
-    /// it compacts at once).
+    /// Seals the active segment and starts the next one (``StoreWriter/rotate(state:)``), then
+    /// writes the sealed segment's hint in the background and, with `followUp`, considers a
+    /// compaction there (`compact()` seals without it: it compacts at once). Under the writer mutex.
     func rotate(_ w: inout StoreWriter, followUp: Bool = true) throws(CaskError) {
-        try w.flush(bufferLimit: options.bufferSize)
-        let sealed = w.active
-        // The sealed segment ends at its last record before the next one exists (and, in `.fsync`
-        // mode, before its sync): only the newest segment can have reserved space left after a crash.
-        try w.releaseReservation()
-        if options.durability == .fsync {
-            do { try fileSystem.fdatasync(sealed.fd) } catch {
-                let failure = CaskError.syncFailed(path: sealed.path, errno: error)
-                w.failure = failure
-                throw failure
-            }
-        }
-        let next = try StoreWriter.createSegment(
-            id: w.nextSegmentID, baseSeq: w.nextSeq, directory: directory, fileSystem: fileSystem,
-            mapLength: options.segmentMapLength, writable: writesThroughMapping,
-            hugePages: options.hugePageSegments && !w.syncedTooOften)
-        // Only now: if the next segment could not be created, the writer goes on in this one.
-        sealed.endMappedWrites()
-        w.nextSegmentID += 1
-        if options.durability != .fsync { w.unsyncedSealed.append(sealed) }
-        w.start(next, length: next.writtenLength.load(ordering: .relaxed))
-        let sealedLength = sealed.writtenLength.load(ordering: .relaxed)
-        state.write { shared in
-            shared.segments.noteWritten(UInt32(sealed.id), length: sealedLength)
-            shared.segments[UInt32(next.id)] = next
-            shared.stats.update(sealed.id) { $0.sealed = true }
-            var stats = SegmentStats(id: next.id)
-            stats.fileBytes = w.end
-            shared.stats.append(stats)
-        }
-        if options.writeHints { scheduleHint(for: sealed, length: sealedLength) }
+        let (sealed, length) = try w.rotate(state: state)
+        if options.writeHints { scheduleHint(for: sealed, length: length) }
         guard followUp else { return }
         scheduleCompactionIfDue()
     }
@@ -224,168 +248,15 @@ extension CaskStore {
     func scheduleHint(for file: SegmentFile, length: Int64) {
         // Captures the store's parts, not the store: its deinit (which waits for this group) must
         // never run on this queue.
-        let directory = directory, fileSystem = fileSystem, writer = writer, syncState = syncState
+        let directory = directory, fileSystem = fileSystem, writer = writer, groupCommit = groupCommit
         background.async(group: backgroundWork) {
             // A failed hint costs only open time later; the segment is scanned instead.
             do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
                 // But a failed fdatasync may have dropped the segment's data, and the kernel reports
                 // that only once: a later sync of the segment would succeed. Remember it.
-                if case .syncFailed = error { Self.noteSyncFailure(error, writer: writer, syncState: syncState) }
+                if case .syncFailed = error { GroupCommit.noteFailure(error, writer: writer, groupCommit: groupCommit) }
             }
         }
-    }
-
-    /// From now on writes, syncs and close fail with `failure`.
-    static func noteSyncFailure(_ failure: CaskError, writer: Lock<StoreWriter>?, syncState: ConditionLock<SyncState>) {
-        writer?.withLock { w in if w.failure == nil { w.failure = failure } }
-        syncState.withLock { sync, waiter in
-            if sync.failure == nil { sync.failure = failure }
-            waiter.signal()  // a leader gathering writers need not wait any longer
-        }
-    }
-
-    // MARK: Group commit
-
-    /// Runs `append` (a write under the writer mutex, returning where its records end, or nil when it
-    /// wrote nothing), then, in `.fsync` mode, waits until they are durable. Meanwhile the writer
-    /// counts as arriving, so that a sync leader starting then waits for it and covers it too.
-    @inline(__always)
-    func appendDurably(_ append: () throws(CaskError) -> SyncPosition?) throws(CaskError) -> SyncPosition? {
-        guard options.durability == .fsync else { return try append() }
-        syncState.withLock { sync, _ in sync.arriving += 1 }
-        /// The writer is not coming after all: nothing written, or the write failed.
-        func withdraw() {
-            syncState.withLock { sync, waiter in
-                sync.arriving -= 1
-                Self.wakeGatheringLeader(sync, waiter)
-            }
-        }
-        let target: SyncPosition?
-        do throws(CaskError) { target = try append() } catch {
-            withdraw()
-            throw error
-        }
-        guard let target else {
-            withdraw()
-            return nil
-        }
-        try waitUntilDurable(target, force: false, arriving: true)
-        return target
-    }
-
-    /// Returns once everything up to `target` is on stable storage. The first waiter becomes the
-    /// leader and runs one `fdatasync` for all; the others wait for it. `force` always syncs
-    /// (for `sync()` in modes whose writes do not track durability). `arriving`: the caller was
-    /// counted as arriving (``appendDurably(_:)``) and now waits as a writer.
-    func waitUntilDurable(_ target: SyncPosition, force: Bool, arriving: Bool = false) throws(CaskError) {
-        guard let writer else {
-            assert(!arriving, "only a writable store counts writers in")
-            return
-        }
-        var needsOwnSync = force, arriving = arriving
-        var registered = false
-        /// The writer stops waiting (a leader gathering writers may be waiting for that).
-        func leave(_ sync: inout SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
-            guard registered else { return }
-            registered = false
-            if let position = sync.waiting.firstIndex(of: target) { sync.waiting.remove(at: position) }
-            Self.wakeGatheringLeader(sync, waiter)
-        }
-        while true {
-            let decision: SyncDecision = syncState.withLock { sync, waiter in
-                if arriving {
-                    arriving = false
-                    sync.arriving -= 1
-                    sync.waiting.append(target)
-                    registered = true
-                    Self.wakeGatheringLeader(sync, waiter)
-                }
-                while true {
-                    if let failure = sync.failure {
-                        leave(&sync, waiter)
-                        return .failed(failure)
-                    }
-                    if !needsOwnSync && sync.synced >= target {
-                        leave(&sync, waiter)
-                        return .done
-                    }
-                    if !sync.syncing { break }
-                    waiter.wait()
-                }
-                sync.syncing = true
-                Self.gatherArrivingWriters(&sync, waiter)
-                return .lead
-            }
-            switch decision {
-            case .done: return
-            case .failed(let failure): throw failure
-            case .lead: break
-            }
-            let result = syncEverythingWritten(writer)
-            syncState.withLock { sync, waiter in
-                sync.syncing = false
-                switch result {
-                case .success(let (position, duration)):
-                    if sync.synced < position { sync.synced = position }
-                    sync.lastSyncNanoseconds = duration
-                case .failure(let failure):
-                    sync.failure = failure
-                    leave(&sync, waiter)
-                }
-                waiter.broadcast()
-            }
-            switch result {
-            case .success: needsOwnSync = false
-            case .failure(let failure):
-                writer.withLock { $0.failure = failure }
-                throw failure
-            }
-        }
-    }
-
-    /// Wakes the leader gathering writers once the last of them has arrived (or left). Only then:
-    /// each wake-up costs the leader a context switch.
-    static func wakeGatheringLeader(_ sync: borrowing SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
-        if sync.syncing && !sync.writersOnTheirWay { waiter.signal() }
-    }
-
-    /// A new leader waits for the writers on their way — those that have begun a write, and those
-    /// the last sync covered that have not left yet (in a loop of durable writes each is back with
-    /// its next write within microseconds) — so that its `fdatasync` covers them too, rather than
-    /// each sync covering about half of the writers. It waits at most half as long as the last sync
-    /// took (and at most 1 ms): a lone writer never waits, and nobody waits for a writer that does
-    /// not come back.
-    static func gatherArrivingWriters(_ sync: inout SyncState, _ waiter: ConditionLock<SyncState>.Waiter) {
-        guard sync.writersOnTheirWay else { return }
-        let deadline = ConditionLock<SyncState>.monotonicNanoseconds() + min(sync.lastSyncNanoseconds / 2, 1_000_000)
-        while sync.writersOnTheirWay && sync.failure == nil && ConditionLock<SyncState>.monotonicNanoseconds() < deadline {
-            waiter.waitForSignal(untilNanoseconds: deadline)
-        }
-    }
-
-    enum SyncDecision {
-        case done, lead
-        case failed(CaskError)
-    }
-
-    /// The group-commit leader's work: `fdatasync` every segment with unsynced writes. Returns the
-    /// position synced and how long the `fdatasync`s took.
-    private func syncEverythingWritten(_ writer: Lock<StoreWriter>) -> Result<(SyncPosition, UInt64), CaskError> {
-        let (active, position, sealed, failure) = writer.withLock { w in
-            let sealed = w.unsyncedSealed
-            w.unsyncedSealed.removeAll()
-            return (w.active, SyncPosition(segmentID: w.active.id, offset: w.flushed), sealed, w.failure)
-        }
-        // After a failed sync (say, sealing a segment) a new one may succeed although the failed one
-        // dropped data written before it: never report durability past a failure.
-        if let failure { return .failure(failure) }
-        let start = ConditionLock<SyncState>.monotonicNanoseconds()
-        for file in sealed + [active] {
-            do throws(Errno) { try fileSystem.fdatasync(file.fd) } catch {
-                return .failure(CaskError.syncFailed(path: file.path, errno: error))
-            }
-        }
-        return .success((position, ConditionLock<SyncState>.monotonicNanoseconds() - start))
     }
 
     // MARK: Buffered mode

@@ -31,7 +31,7 @@ public final class CaskStore: Sendable {
     let state: ReadWriteLock<SharedState>
     /// Nil for a read-only store.
     let writer: Lock<StoreWriter>?
-    let syncState = ConditionLock(SyncState())
+    let groupCommit: GroupCommit
     let background = DispatchQueue(label: "cask.background")
     let backgroundWork = DispatchGroup()
     let isClosed = Atomic(false)
@@ -68,25 +68,6 @@ public final class CaskStore: Sendable {
         }
     }
 
-    struct SyncState {
-        var synced = SyncPosition(segmentID: 0, offset: 0)
-        var syncing = false
-        var failure: CaskError?
-        /// `.fsync` writers that have begun a write and not yet begun waiting for its sync.
-        var arriving = 0
-        /// The position each waiting `.fsync` writer needs synced, until it leaves: one whose position
-        /// is synced already has been woken and is on its way out (and likely back with a next write).
-        var waiting: [SyncPosition] = []
-        /// How long the last sync took: a leader gathers arriving writers for at most half of it.
-        var lastSyncNanoseconds: UInt64 = 0
-
-        /// Whether writers are on their way to the next sync: some have begun a write, or were
-        /// covered by the last sync and have not left yet (likely back with a next write).
-        var writersOnTheirWay: Bool {
-            arriving > 0 || waiting.contains { $0 <= synced }
-        }
-    }
-
     // MARK: Opening and closing
 
     /// Opens (or creates) the store in `directory` and recovers its index.
@@ -110,6 +91,7 @@ public final class CaskStore: Sendable {
         self.directory = directory
         self.options = options
         self.fileSystem = fileSystem
+        groupCommit = GroupCommit(fileSystem: fileSystem)
         objects = ObjectSupport(options.objects)
 
         switch fileSystem.isDirectory(directory) {
@@ -141,7 +123,7 @@ public final class CaskStore: Sendable {
 
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
-            mapReads: options.memoryMappedReads, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments
+            mapReads: options.memoryMapping, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments
         ).run()
         recoveryReport = recovered.report
 
@@ -163,8 +145,8 @@ public final class CaskStore: Sendable {
             }
             let newWriter = StoreWriter(
                 active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
-                nextSegmentID: recovered.nextSegmentID, bufferCapacity: options.bufferSize, fileSystem: fileSystem, directory: directory,
-                index: recovered.index)
+                nextSegmentID: recovered.nextSegmentID, options: options, mapsNewSegments: writesThroughMapping, fileSystem: fileSystem,
+                directory: directory, index: recovered.index)
             writer = Lock(newWriter)
         }
         let segments = SegmentTable()

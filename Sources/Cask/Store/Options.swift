@@ -19,8 +19,8 @@ extension CaskStore {
         public var flushInterval: Double = 0.1
         /// Write hint files for sealed segments (and the active one on close), so opens skip values.
         public var writeHints = true
-        /// Serve reads from shared memory mappings of the segment files (no syscall per read)
-        /// instead of `pread`; and in `.os` and `.fsync` modes, store new records through the
+        /// Map the segment files: serve reads from shared memory mappings of them (no syscall per
+        /// read) instead of `pread`; and in `.os` and `.fsync` modes, store new records through the
         /// active segment's mapping, into space reserved ahead with `fallocate` (no syscall per
         /// write; a full disk fails the reservation with ``CaskError/diskFull(path:)``; on ext4,
         /// XFS and tmpfs, where a reservation is sure to hold, else with `pwrite`; in `.os` mode
@@ -28,7 +28,13 @@ extension CaskStore {
         /// true. The trade-off: with a mapping, a disk I/O error or a segment truncated by another
         /// program while the store is open raises SIGBUS instead of throwing
         /// ``CaskError/io(operation:path:errno:)``. Set false where that matters more than speed.
-        public var memoryMappedReads = true
+        public var memoryMapping = true
+        /// The former name of ``memoryMapping``, which maps writes too.
+        @available(*, deprecated, renamed: "memoryMapping")
+        public var memoryMappedReads: Bool {
+            get { memoryMapping }
+            set { memoryMapping = newValue }
+        }
         /// How the object API (`set(_:forKey:)`, `get(_:forKey:)`, typed keys) codes and caches
         /// values: the default coder and the decoded-object cache. Default: binary, no cache.
         public var objects = ObjectOptions()
@@ -45,14 +51,14 @@ extension CaskStore {
         public var compactionMinDeadBytes: Int64 = 16 << 20
 
         /// How much of a new segment to map for reads.
-        var segmentMapLength: Int { memoryMappedReads ? Int(maxSegmentSize) : 0 }
+        var segmentMapLength: Int { memoryMapping ? Int(maxSegmentSize) : 0 }
 
         /// Whether the writer stores records through the active segment's mapping
         /// (``StoreWriter/flush(bufferLimit:)``): with mapped reads, on a file system that allows it
         /// (``FileSystem/supportsMappedWrites(in:)``),
         /// outside `.buffered` (whose flushes are large: there a `pwrite` measured as fast).
         func writesThroughMapping(in directory: String) -> Bool {
-            memoryMappedReads && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites(in: directory)
+            memoryMapping && !readOnly && durability != .buffered && fileSystem.supportsMappedWrites(in: directory)
         }
 
         /// Whether the active segment's writable mapping asks for 2 MiB page-cache folios

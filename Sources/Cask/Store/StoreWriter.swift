@@ -20,6 +20,9 @@ package struct StoreWriter: ~Copyable {
     /// sync; the segment's natural seal gives the next one 4 KiB pages anyway.
     package var syncSealFailed = false
     package var buffer: ByteBuffer
+    /// Where the records of the write under way go (``CaskStore/append(_:)``), kept to save an
+    /// allocation per write.
+    var locations: [RecordLocation] = []
     package let encoder = RecordEncoder()
     package var nextSeq: UInt64
     package var nextSegmentID: UInt64
@@ -31,22 +34,29 @@ package struct StoreWriter: ~Copyable {
 
     let fileSystem: any FileSystem
     let directory: String
+    /// The store's options (segment size and mapping, durability, buffer size).
+    let options: CaskStore.Options
+    /// Whether new segments are mapped for the writer's stores (decided at open,
+    /// ``CaskStore/Options/writesThroughMapping(in:)``).
+    let mapsNewSegments: Bool
     /// The store's index, only to prefetch (``KeyIndex/prefetch(_:)``): its contents are read and
     /// written under the store's index lock. Only writers grow its table, and they hold this
     /// mutex, so the table cannot move while a write prefetches.
     let index: KeyIndex
 
-    package init(
-        active: SegmentFile, length: Int64, nextSeq: UInt64, nextSegmentID: UInt64, bufferCapacity: Int,
+    init(
+        active: SegmentFile, length: Int64, nextSeq: UInt64, nextSegmentID: UInt64, options: CaskStore.Options, mapsNewSegments: Bool,
         fileSystem: any FileSystem, directory: String, index: KeyIndex
     ) {
+        self.options = options
+        self.mapsNewSegments = mapsNewSegments
         self.active = active
         writesThroughMapping = active.isWritable
         self.index = index
         end = length
         flushed = length
         lastSyncedEnd = length
-        buffer = ByteBuffer(capacity: bufferCapacity)
+        buffer = ByteBuffer(capacity: options.bufferSize)
         self.nextSeq = nextSeq
         self.nextSegmentID = nextSegmentID
         self.fileSystem = fileSystem
@@ -174,6 +184,45 @@ package struct StoreWriter: ~Copyable {
             throw CaskError.io(operation: "ftruncate (releasing reserved space)", path: active.path, errno: error)
         }
         reserved = 0
+    }
+
+    /// Seals the active segment and starts the next one: flushes, gives back the reserved space (the
+    /// sealed segment ends at its last record before the next one exists: only the newest segment
+    /// can have reserved space left after a crash), in `.fsync` mode syncs it, creates the next
+    /// segment, and publishes both to readers through `state`. Returns the sealed segment and its
+    /// length: the store writes its hint (whose write syncs it, so that in `.os` and `.buffered`
+    /// modes sealed segments reach the disk in the order they were sealed) and considers a
+    /// compaction. If the next segment cannot be created, the writer goes on in this one.
+    /// Takes the index lock.
+    mutating func rotate(state: ReadWriteLock<CaskStore.SharedState>) throws(CaskError) -> (sealed: SegmentFile, length: Int64) {
+        try flush(bufferLimit: options.bufferSize)
+        let sealed = active
+        try releaseReservation()
+        if options.durability == .fsync {
+            do { try fileSystem.fdatasync(sealed.fd) } catch {
+                let syncFailure = CaskError.syncFailed(path: sealed.path, errno: error)
+                failure = syncFailure
+                throw syncFailure
+            }
+        }
+        let next = try Self.createSegment(
+            id: nextSegmentID, baseSeq: nextSeq, directory: directory, fileSystem: fileSystem,
+            mapLength: options.segmentMapLength, writable: mapsNewSegments, hugePages: options.hugePageSegments && !syncedTooOften)
+        // Only now: if the next segment could not be created, the writer goes on in this one.
+        sealed.endMappedWrites()
+        nextSegmentID += 1
+        if options.durability != .fsync { unsyncedSealed.append(sealed) }
+        start(next, length: next.writtenLength.load(ordering: .relaxed))
+        let sealedLength = sealed.writtenLength.load(ordering: .relaxed), nextEnd = end
+        state.write { shared in
+            shared.segments.noteWritten(UInt32(sealed.id), length: sealedLength)
+            shared.segments[UInt32(next.id)] = next
+            shared.stats.update(sealed.id) { $0.sealed = true }
+            var stats = SegmentStats(id: next.id)
+            stats.fileBytes = nextEnd
+            shared.stats.append(stats)
+        }
+        return (sealed, sealedLength)
     }
 
     /// Makes `next` the active segment, whose length is `length`.
