@@ -132,12 +132,11 @@ package struct StoreDirectory {
     private static func readManifest(_ manifestPath: String, fileSystem: any FileSystem) throws(CaskError) -> Manifest? {
         let bytes: [UInt8]
         do throws(Errno) {
-            let fd = try fileSystem.open(manifestPath, flags: O_RDONLY, mode: 0)
-            defer { fileSystem.close(fd) }
-            let size = try fileSystem.fileSize(fd)
+            let file = try fileSystem.openFile(manifestPath, flags: O_RDONLY, mode: 0)
+            let size = try fileSystem.fileSize(file.descriptor)
             guard size <= maxManifestLength else { return .invalid(reason: "invalid compaction manifest (\(size) bytes, more than any compaction writes); ignored") }
             var read = [UInt8](repeating: 0, count: Int(size))
-            let count = try read.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            let count = try read.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }
             bytes = Array(read[0..<count])
         } catch {
             if error == .noEntry { return nil }
@@ -177,13 +176,12 @@ package struct StoreDirectory {
         var best: (baseSeq: UInt64, id: UInt64)?
         for id in ids {
             let path = directory.segmentPath(id)
-            let fd: Int32
-            do { fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0) } catch {
+            let file: OpenFile
+            do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
                 if error == .noEntry { continue }
                 throw CaskError.from(error, operation: "open", path: path, reading: true)
             }
-            defer { fileSystem.close(fd) }
-            guard case .success(let header) = try SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) else {
+            guard case .success(let header) = try SegmentHeader.read(fd: file.descriptor, path: path, fileSystem: fileSystem) else {
                 if id == newest { return newest }
                 continue
             }

@@ -66,9 +66,8 @@ extension FileSystem {
     /// The size of the regular file at `path` (opened read-only, as ``open(_:flags:mode:)`` opens
     /// any file: a link or another kind of file fails).
     package func fileSize(atPath path: String) throws(Errno) -> Int64 {
-        let fd = try open(path, flags: O_RDONLY, mode: 0)
-        defer { close(fd) }
-        return try fileSize(fd)
+        let file = try openFile(path, flags: O_RDONLY, mode: 0)
+        return try fileSize(file.descriptor)
     }
 
     package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) { throw Errno.notSupported }
@@ -278,34 +277,36 @@ extension FileSystem {
     /// Opens and closes `path` as a directory, following links; throws what the open finds wrong
     /// (`ENOENT` for a link to nothing, `ELOOP` for a loop of links, `ENOTDIR`, `EACCES`).
     package func probeDirectory(_ path: String) throws(Errno) {
-        close(try openDirectory(path))
+        try openDirectory(path).close()
     }
 
-    private func openDirectory(_ path: String) throws(Errno) -> Int32 {
-        try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+    private func openDirectory(_ path: String) throws(Errno) -> OpenFile {
+        try openFile(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
     }
 
     /// Makes the creation, rename or removal of entries in a directory durable.
     package func syncDirectory(_ path: String) throws(Errno) {
-        let fd = try openDirectory(path)
-        defer { close(fd) }
-        try fsync(fd)
+        let directory = try openDirectory(path)
+        try fsync(directory.descriptor)
     }
 
     /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, directory fsync.
     package func writeFileAtomically(_ path: String, directory: String, bytes: [UInt8]) throws(Errno) {
         let temporary = path + ".tmp"
-        let fd = try open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
-        var isOpen = true
+        let file = try openFile(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         do throws(Errno) {
-            try bytes.withBytes { (raw) throws(Errno) in try writeAll(fd, from: raw, at: 0) }
-            try fdatasync(fd)
-            close(fd)
-            isOpen = false
+            try bytes.withBytes { (raw) throws(Errno) in try writeAll(file.descriptor, from: raw, at: 0) }
+            try fdatasync(file.descriptor)
+        } catch {
+            file.close()  // before the unlink
+            try? unlink(temporary)
+            throw error
+        }
+        file.close()  // before the rename
+        do throws(Errno) {
             try rename(temporary, to: path)
             try syncDirectory(directory)
         } catch {
-            if isOpen { close(fd) }
             try? unlink(temporary)
             throw error
         }

@@ -35,10 +35,9 @@ extension StoreRepair {
             }
             if let length = repair.truncateTo {
                 do throws(Errno) {
-                    let fd = try fileSystem.open(segmentPath, flags: O_RDWR, mode: 0)
-                    defer { fileSystem.close(fd) }
-                    try fileSystem.ftruncate(fd, length: length)
-                    try fileSystem.fdatasync(fd)
+                    let file = try fileSystem.openFile(segmentPath, flags: O_RDWR, mode: 0)
+                    try fileSystem.ftruncate(file.descriptor, length: length)
+                    try fileSystem.fdatasync(file.descriptor)
                 } catch {
                     throw CaskError.from(error, operation: "truncate", path: segmentPath)
                 }
@@ -58,28 +57,29 @@ extension StoreRepair {
     func rewrite(_ segmentPath: String, header: SegmentHeader, pieces: [Piece], meter: inout ProgressMeter) throws(CaskError) {
         let temporary = segmentPath + ".tmp"
         do throws(Errno) {
-            let source = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0)
-            defer { fileSystem.close(source) }
-            let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
-            var isOpen = true
-            defer { if isOpen { fileSystem.close(output) } }
+            let source = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0)
+            let output = try fileSystem.openFile(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
             do throws(Errno) {
-                try header.encoded().withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: 0) }
+                try header.encoded().withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.descriptor, from: raw, at: 0) }
                 var position = Int64(SegmentHeader.length)
                 meter.advance(by: position)
                 for piece in pieces {
                     switch piece {
                     case .copy(let offset, let length):
-                        try copy(from: source, at: offset, length: length, to: output, at: position, meter: &meter)
+                        try copy(from: source.descriptor, at: offset, length: length, to: output.descriptor, at: position, meter: &meter)
                     case .bytes(let bytes):
-                        try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: position) }
+                        try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.descriptor, from: raw, at: position) }
                         meter.advance(by: Int64(bytes.count))
                     }
                     position += piece.length
                 }
-                try fileSystem.fdatasync(output)
-                fileSystem.close(output)
-                isOpen = false
+                try fileSystem.fdatasync(output.descriptor)
+            } catch {
+                try? fileSystem.unlink(temporary)
+                throw error  // `output`, then `source`, close as the error leaves their scope: after the unlink.
+            }
+            output.close()  // before the rename
+            do throws(Errno) {
                 try fileSystem.rename(temporary, to: segmentPath)
                 try fileSystem.syncDirectory(directory)
             } catch {
@@ -97,11 +97,9 @@ extension StoreRepair {
         let fd: Int32
         let length: Int64
         do throws(Errno) {
-            fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0)
-            do { length = try fileSystem.fileSize(fd) } catch {
-                fileSystem.close(fd)
-                throw error
-            }
+            let opened = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0)
+            length = try fileSystem.fileSize(opened.descriptor)
+            fd = opened.take()
         } catch {
             throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
         }

@@ -62,13 +62,11 @@ extension StoreRepair {
         for name in names {
             let target = backup + "/" + name
             do throws(Errno) {
-                let source = try fileSystem.open(path(name), flags: O_RDONLY, mode: 0)
-                defer { fileSystem.close(source) }
-                let output = try fileSystem.open(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
-                defer { fileSystem.close(output) }
-                let length = try fileSystem.fileSize(source)
-                try copy(from: source, at: 0, length: length, to: output, at: 0, meter: &meter)
-                try fileSystem.fdatasync(output)
+                let source = try fileSystem.openFile(path(name), flags: O_RDONLY, mode: 0)
+                let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+                let length = try fileSystem.fileSize(source.descriptor)
+                try copy(from: source.descriptor, at: 0, length: length, to: output.descriptor, at: 0, meter: &meter)
+                try fileSystem.fdatasync(output.descriptor)
             } catch {
                 throw CaskError.from(error, operation: "back up \(path(name)) to", path: target)
             }

@@ -110,12 +110,11 @@ extension StoreRepair {
     }
 
     func readAll(_ filePath: String, limit: Int64) throws(Errno) -> [UInt8]? {
-        let fd = try fileSystem.open(filePath, flags: O_RDONLY, mode: 0)
-        defer { fileSystem.close(fd) }
-        let size = try fileSystem.fileSize(fd)
+        let file = try fileSystem.openFile(filePath, flags: O_RDONLY, mode: 0)
+        let size = try fileSystem.fileSize(file.descriptor)
         guard size <= limit else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(size))
-        let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+        let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }
         return read == bytes.count ? bytes : nil
     }
 }

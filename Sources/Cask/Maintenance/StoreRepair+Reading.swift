@@ -92,14 +92,13 @@ extension StoreRepair {
         for entry in analysis.hinted { analysis.nextSeq = max(analysis.nextSeq, entry.seq + 1) }
         // What a damaged range held, when no trusted hint says: not for a torn tail (a write a crash
         // interrupted before it was acknowledged), nor for a batch never applied.
-        let fd: Int32
-        do { fd = try fileSystem.open(segmentPath, flags: O_RDONLY, mode: 0) } catch {
+        let file: OpenFile
+        do { file = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0) } catch {
             throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
         }
-        defer { fileSystem.close(fd) }
         for range in analysis.corrupt where range.kind == .record && !analysis.hinted.contains(where: { range.contains($0.offset) }) {
             if range.offset >= analysis.length { continue }  // A lost tail: the hint names what it held.
-            if let suspect = try suspectedRecord(in: range, fd: fd, path: segmentPath) { analysis.suspected.append(suspect) }
+            if let suspect = try suspectedRecord(in: range, fd: file.descriptor, path: segmentPath) { analysis.suspected.append(suspect) }
         }
         return analysis
     }

@@ -79,7 +79,7 @@ package struct StoreRepair {
             throw CaskError.notWritable(path: directory, errno: .permissionDenied)
         }
         let lock: StoreLock?
-        let probe: Int32?
+        let probe: OpenFile?
         if dryRun {
             lock = nil
             probe = try lockWithoutWriting()
@@ -89,7 +89,7 @@ package struct StoreRepair {
         }
         defer {
             lock?.release()
-            if let probe { fileSystem.close(probe) }
+            withExtendedLifetime(probe) {}  // The dry run's lock holds to here; `probe` closes next.
         }
 
         var plan = try makePlan(progress: progress)
@@ -114,21 +114,23 @@ package struct StoreRepair {
     /// writing its pid, and without creating the file (when there is none, no writer has the store).
     /// A `LOCK` this process may not read (another user's store) is not taken either: the dry run
     /// then reads the store as `verify` does, alongside any writer.
-    func lockWithoutWriting() throws(CaskError) -> Int32? {
+    ///
+    /// Returns the lock file, open and locked (nil when not taken): the lock holds until it closes.
+    func lockWithoutWriting() throws(CaskError) -> OpenFile? {
         let lockPath = path(SegmentName.lockFile)
-        let fd: Int32
-        do { fd = try fileSystem.open(lockPath, flags: O_RDONLY, mode: 0) } catch {
+        let file: OpenFile
+        do { file = try fileSystem.openFile(lockPath, flags: O_RDONLY, mode: 0) } catch {
             if error == .noEntry || error == .permissionDenied { return nil }
             throw CaskError.from(error, operation: "open", path: lockPath)
         }
-        do { try fileSystem.lock(fd, exclusive: true) } catch {
-            defer { fileSystem.close(fd) }
+        do { try fileSystem.lock(file.descriptor, exclusive: true) } catch {
+            // `file` closes as the error leaves: after the holder's pid is read from it.
             if error == .wouldBlock {
-                throw CaskError.locked(path: directory, holderPID: StoreLock.readPID(fd: fd, fileSystem: fileSystem))
+                throw CaskError.locked(path: directory, holderPID: StoreLock.readPID(fd: file.descriptor, fileSystem: fileSystem))
             }
             throw CaskError.from(error, operation: "flock", path: lockPath)
         }
-        return fd
+        return file
     }
 
 }

@@ -150,17 +150,18 @@ package struct StoreRecovery {
     private func recoverSegment(id: UInt64, isActive: Bool, hasHint: Bool, into result: inout Result) throws(CaskError) {
         let segmentPath = path(SegmentName.segment(id))
         let keepOpenForWriting = writable && isActive
-        let fd: Int32
+        let opened: OpenFile
         do {
-            fd = try fileSystem.open(segmentPath, flags: keepOpenForWriting ? O_RDWR : O_RDONLY, mode: 0)
+            opened = try fileSystem.openFile(segmentPath, flags: keepOpenForWriting ? O_RDWR : O_RDONLY, mode: 0)
         } catch {
             throw CaskError.from(error, operation: "open", path: segmentPath, reading: !keepOpenForWriting)
         }
         var length: Int64
-        do { length = try fileSystem.fileSize(fd) } catch {
-            fileSystem.close(fd)
+        do { length = try fileSystem.fileSize(opened.descriptor) } catch {
             throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
         }
+        // The file object owns the descriptor from here, and closes it.
+        let fd = opened.take()
         // The active segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
         let file = SegmentFile(

@@ -24,13 +24,12 @@ extension SegmentReader {
         func invalid(_ reason: String) -> HintRead {
             .unusable(InvalidHint(file: hintPath, segmentID: segmentID, reason: reason))
         }
-        let fd: Int32
-        do { fd = try fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) } catch { return invalid("cannot open: \(error)") }
-        defer { fileSystem.close(fd) }
+        let file: OpenFile
+        do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return invalid("cannot open: \(error)") }
         let size: Int64
-        do { size = try fileSystem.fileSize(fd) } catch { return invalid("cannot stat: \(error)") }
+        do { size = try fileSystem.fileSize(file.descriptor) } catch { return invalid("cannot stat: \(error)") }
         var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-        let headerRead = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }) ?? 0
+        let headerRead = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
         let declared = headerRead == header.count ? declaredLength(ofHint: header, segmentID: segmentID) : nil
         let described = max(segmentLength, declared ?? 0)
         guard size >= Int64(HintFile.headerLength), size <= 2 * described + Int64(HintFile.maxBlockLength) else {
@@ -38,7 +37,7 @@ extension SegmentReader {
         }
         var bytes = [UInt8](repeating: 0, count: Int(size))
         do {
-            let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
+            let read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }
             guard read == Int(size) else { return invalid("file shrank while it was read") }
         } catch {
             return invalid("cannot read: \(error)")
@@ -85,10 +84,10 @@ extension SegmentReader {
     /// cannot be read or is shorter: what ``HintFile/declaredSummary(_:)`` needs, without reading
     /// the whole file.
     package static func hintHeader(at hintPath: String, fileSystem: any FileSystem) -> [UInt8]? {
-        guard let fd = try? fileSystem.open(hintPath, flags: O_RDONLY, mode: 0) else { return nil }
-        defer { fileSystem.close(fd) }
+        let file: OpenFile
+        do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return nil }
         var header = [UInt8](repeating: 0, count: HintFile.headerLength)
-        guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }),
+        guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }),
               read == header.count else { return nil }
         return header
     }

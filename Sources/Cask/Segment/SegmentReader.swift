@@ -363,18 +363,19 @@ extension SegmentReader {
         onDamage: (DamagedRange) -> Void = { _ in }
     ) throws(CaskError) -> Outcome? {
         let path = directory.segmentPath(id)
-        let fd: Int32
-        do { fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0) } catch {
+        let file: OpenFile
+        do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
             if error == .noEntry { return nil }
             throw CaskError.from(error, operation: "open", path: path, reading: true)
         }
-        defer { fileSystem.close(fd) }
         let length: Int64
-        do { length = try fileSystem.fileSize(fd) } catch {
+        do { length = try fileSystem.fileSize(file.descriptor) } catch {
             throw CaskError.from(error, operation: "fstat", path: path, reading: true)
         }
+        // `file` stays open to the end of this function, while `reader` reads its descriptor.
         var reader = SegmentReader(
-            fd: fd, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld, fileSystem: fileSystem)
+            fd: file.descriptor, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld,
+            fileSystem: fileSystem)
         let (header, _) = try reader.readHeader()
         onOpen(length, header)
         var batch = BatchAssembler()

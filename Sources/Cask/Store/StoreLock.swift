@@ -4,35 +4,34 @@ import Glibc
 import Synchronization
 
 /// The single-writer lock: an advisory `flock` on `DIR/LOCK`, holding the owner's pid as text.
-/// Released when the descriptor closes (also when the process dies, however it dies).
+/// Released when the descriptor closes: on ``release()`` or when the lock object goes (also when
+/// the process dies, however it dies).
 package final class StoreLock: Sendable {
-    private let fd: Mutex<Int32?>
-    private let fileSystem: any FileSystem
+    private let file: Mutex<OpenFile?>
 
     /// Takes the lock or throws ``CaskError/locked(path:holderPID:)`` naming the holder.
     package init(directory: String, fileSystem: any FileSystem) throws(CaskError) {
         let path = directory + "/" + SegmentName.lockFile
-        let fd: Int32
+        let file: OpenFile
         do {
-            fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT, mode: 0o600)
+            file = try fileSystem.openFile(path, flags: O_RDWR | O_CREAT, mode: 0o600)
         } catch {
             throw CaskError.from(error, operation: "open", path: path)
         }
         do {
-            try fileSystem.lock(fd, exclusive: true)
+            try fileSystem.lock(file.descriptor, exclusive: true)
         } catch {
-            defer { fileSystem.close(fd) }
+            // `file` closes as the error leaves: after the holder's pid is read from it.
             if error == .wouldBlock {
-                throw CaskError.locked(path: directory, holderPID: Self.readPID(fd: fd, fileSystem: fileSystem))
+                throw CaskError.locked(path: directory, holderPID: Self.readPID(fd: file.descriptor, fileSystem: fileSystem))
             }
             throw CaskError.from(error, operation: "flock", path: path)
         }
-        self.fd = Mutex(fd)
-        self.fileSystem = fileSystem
         // One write of a fixed width, and no truncation: a process that finds the lock taken reads
         // a whole pid at any moment (it read an empty file between a truncation and the write),
         // and the file's bytes past the first line are never touched.
-        _ = try? Self.pidLine(getpid()).withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+        _ = try? Self.pidLine(getpid()).withBytes { (raw) throws(Errno) in try fileSystem.writeAll(file.descriptor, from: raw, at: 0) }
+        self.file = Mutex(file)
     }
 
     /// `pid` as the lock file's first line: left-aligned in ``pidLineLength`` - 1 columns of
@@ -48,14 +47,8 @@ package final class StoreLock: Sendable {
     /// Releases the lock (idempotent). The pid stays in the file: it is read only while the lock
     /// is held, by then by a process that wrote its own.
     package func release() {
-        fd.withLock { fd in
-            guard let open = fd else { return }
-            fileSystem.close(open)
-            fd = nil
-        }
+        file.withLock { $0 = nil }  // Closes the descriptor, if still open.
     }
-
-    deinit { release() }
 
     static func readPID(fd: Int32, fileSystem: any FileSystem) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
