@@ -5,12 +5,7 @@ import CaskTestSupport
 
 /// Atomic batches: all of a batch or nothing, after any cut of the file, any reopen, any compaction.
 final class BatchTests: XCTestCase {
-    private func options() -> CaskStore.Options {
-        var options = CaskStore.Options()
-        options.automaticCompaction = false
-        options.maxSegmentSize = 64 << 10
-        return options
-    }
+    private func options() -> CaskStore.Options { .manualCompaction(maxSegmentSize: 64 << 10) }
 
     private func batchOf(_ keys: [String], version: UInt8) -> WriteBatch {
         var batch = WriteBatch()

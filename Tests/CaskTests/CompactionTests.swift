@@ -7,11 +7,8 @@ import CaskTestSupport
 /// the disk fails (or the process dies) at any call of the swap.
 final class CompactionTests: XCTestCase {
     private func options(segment: Int64 = 16 << 10, fileSystem: (any FileSystem)? = nil) -> CaskStore.Options {
-        var options = CaskStore.Options()
-        options.maxSegmentSize = segment
-        options.automaticCompaction = false
+        var options = CaskStore.Options.manualCompaction(maxSegmentSize: segment, fileSystem: fileSystem)
         options.flushInterval = 0
-        if let fileSystem { options.fileSystem = fileSystem }
         return options
     }
 
@@ -22,14 +19,6 @@ final class CompactionTests: XCTestCase {
             if stat(directory + "/" + name, &info) == 0 { total += Int64(info.st_blocks) * 512 }
         }
         return total
-    }
-
-    private func assertContents(_ store: CaskStore, _ model: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(store.count, model.count, "\(context): key count", file: file, line: line)
-        for (key, value) in model {
-            XCTAssertEqual(try store.get(key), value, "\(context): \(String(decoding: key, as: UTF8.self))", file: file, line: line)
-        }
-        XCTAssertEqual(Set((try? store.keys()) ?? []), Set(model.keys), "\(context): keys", file: file, line: line)
     }
 
     // MARK: The logout scenario
@@ -70,11 +59,11 @@ final class CompactionTests: XCTestCase {
         let bound = Double(stats.liveBytes) * 1.10 + Double(files) * 4096 + Double(stats.keys) * 24
         XCTAssertLessThanOrEqual(Double(after), bound, "disk \(after) bytes for \(stats.liveBytes) live bytes in \(files) files")
         XCTAssertLessThan(after * 10, before, "compaction of 40 writes per user down to 1 frees >90%: \(before) -> \(after)")
-        assertContents(store, last, "after compaction")
+        assertStore(store, matches: last, "after compaction")
         try store.close()
         let reopened = try CaskStore.open(at: dir.path, options: options)
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        assertContents(reopened, last, "after reopen")
+        assertStore(reopened, matches: last, "after reopen")
         try reopened.close()
     }
 
@@ -229,7 +218,7 @@ final class CompactionTests: XCTestCase {
         for round in 0..<6 {
             let store = try CaskStore.open(at: dir.path, options: options(segment: 8 << 10))
             XCTAssertTrue(store.recoveryReport.isClean, "round \(round): \(store.recoveryReport)")
-            assertContents(store, model, "round \(round) after reopen")
+            assertStore(store, matches: model, "round \(round) after reopen")
             // The writer thread owns the model while it runs; compactions run here meanwhile.
             let seed = random.next()
             let writes = DispatchGroup()
@@ -255,7 +244,7 @@ final class CompactionTests: XCTestCase {
             }
             try store.compact()
             model = box.model
-            assertContents(store, model, "round \(round) after \(compactions + 1) compactions")
+            assertStore(store, matches: model, "round \(round) after \(compactions + 1) compactions")
             let stats = try store.statistics()
             XCTAssertEqual(stats.keys, model.count)
             try store.close()

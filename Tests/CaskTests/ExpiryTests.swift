@@ -6,12 +6,7 @@ import CaskTestSupport
 /// Keys written with an expiry read as absent once it passes — everywhere, across reopens and
 /// compactions, and without bringing back an older value.
 final class ExpiryTests: XCTestCase {
-    private func options() -> CaskStore.Options {
-        var options = CaskStore.Options()
-        options.maxSegmentSize = 4096
-        options.automaticCompaction = false
-        return options
-    }
+    private func options() -> CaskStore.Options { .manualCompaction(maxSegmentSize: 4096) }
 
     private func assertAbsent(_ store: CaskStore, _ key: String, _ context: String, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertNil(try store.get(key), context, file: file, line: line)

@@ -66,7 +66,7 @@ final class FaultInjectionTests: XCTestCase {
         XCTAssertThrowsError(try store.put("k1", big), context) { XCTAssertEqual($0 as? CaskError, expected, context) }
         XCTAssertEqual(try fileLength(segment), lengthBefore, "\(context): the partial record was not cut off")
         XCTAssertEqual(fileSystem.injectedCount, 1, context)
-        try assertHolds(store, model, context)
+        assertStore(store, matches: model, context)
 
         // A disk that stays full: every write fails the same way, reads still work.
         fileSystem.inject(Rule(.pwrite, pathSuffix: ".cask", .after(0), .fail(errno)))
@@ -87,7 +87,7 @@ final class FaultInjectionTests: XCTestCase {
             XCTAssertNoThrow(try store.sync(), "\(context): nothing is waiting to be written")
         }
         XCTAssertEqual(try fileLength(segment), lengthBefore, "\(context): a partial record was not cut off")
-        try assertHolds(store, model, context)
+        assertStore(store, matches: model, context)
 
         // Space is freed: writes work again, including the one that failed.
         fileSystem.removeAllRules()
@@ -98,12 +98,12 @@ final class FaultInjectionTests: XCTestCase {
         try store.delete("k2")
         model["k2"] = nil
         try store.sync()
-        try assertHolds(store, model, context)
+        assertStore(store, matches: model, context)
         try store.close()
 
         let reopened = try CaskStore.open(at: dir.path, options: .init(durability: durability))
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(context): \(reopened.recoveryReport)")
-        try assertHolds(reopened, model, context)
+        assertStore(reopened, matches: model, context)
         try reopened.close()
     }
 
@@ -130,13 +130,13 @@ final class FaultInjectionTests: XCTestCase {
         XCTAssertThrowsError(try store.put("d", [1])) { XCTAssertEqual($0 as? CaskError, poisoned) }
         XCTAssertThrowsError(try store.delete("a")) { XCTAssertEqual($0 as? CaskError, poisoned) }
         XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, poisoned) }
-        try assertHolds(store, model, "poisoned")
+        assertStore(store, matches: model, "poisoned")
         XCTAssertThrowsError(try store.close()) { XCTAssertEqual($0 as? CaskError, poisoned) }
 
         let reopened = try CaskStore.open(at: dir.path)
         XCTAssertEqual(reopened.recoveryReport.truncations.map(\.bytesRemoved), [20], "\(reopened.recoveryReport)")
         XCTAssertEqual(reopened.recoveryReport.damagedRanges, [])
-        try assertHolds(reopened, model, "reopened")
+        assertStore(reopened, matches: model, "reopened")
         try reopened.put("d", [1])
         try reopened.close()
     }
@@ -172,14 +172,14 @@ final class FaultInjectionTests: XCTestCase {
         // The failed put may or may not show: it reached the kernel, but was never acknowledged.
         let x = try store.get("x")
         XCTAssertTrue(x == nil || x == [9, 9], "x holds \(String(describing: x))")
-        try assertHolds(store, model.merging(x.map { ["x": $0] } ?? [:]) { $1 }, "after the failed sync")
+        assertStore(store, matches: model.merging(x.map { ["x": $0] } ?? [:]) { $1 }, "after the failed sync")
         XCTAssertThrowsError(try store.close()) { XCTAssertEqual($0 as? CaskError, failure) }
 
         let reopened = try CaskStore.open(at: dir.path, options: .init(durability: .fsync))
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
         let reopenedX = try reopened.get("x")
         XCTAssertTrue(reopenedX == nil || reopenedX == [9, 9], "x holds \(String(describing: reopenedX))")
-        try assertHolds(reopened, model.merging(reopenedX.map { ["x": $0] } ?? [:]) { $1 }, "reopened")
+        assertStore(reopened, matches: model.merging(reopenedX.map { ["x": $0] } ?? [:]) { $1 }, "reopened")
         XCTAssertNil(try reopened.get("y"))
         try reopened.put("y", [1])
         try reopened.sync()
@@ -215,12 +215,12 @@ final class FaultInjectionTests: XCTestCase {
         XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, failure) }
         XCTAssertThrowsError(try store.put("new", [1])) { XCTAssertEqual($0 as? CaskError, failure) }
         XCTAssertThrowsError(try store.delete("k1")) { XCTAssertEqual($0 as? CaskError, failure) }
-        try assertHolds(store, model, "after the failed sync")
+        assertStore(store, matches: model, "after the failed sync")
         XCTAssertThrowsError(try store.close()) { XCTAssertEqual($0 as? CaskError, failure) }
 
         let reopened = try CaskStore.open(at: dir.path)
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        try assertHolds(reopened, model, "reopened")
+        assertStore(reopened, matches: model, "reopened")
         XCTAssertNil(try reopened.get("new"))
         try reopened.close()
     }
@@ -250,7 +250,7 @@ final class FaultInjectionTests: XCTestCase {
 
         let reopened = try CaskStore.open(at: dir.path)
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
-        try assertHolds(reopened, model, "reopened")
+        assertStore(reopened, matches: model, "reopened")
         try reopened.close()
     }
 
@@ -363,7 +363,7 @@ final class FaultInjectionTests: XCTestCase {
         }
         store.backgroundWork.wait()
         XCTAssertGreaterThan(fileSystem.count(.rename), 0, "no hint was attempted")
-        try assertHolds(store, model, "open")
+        assertStore(store, matches: model, "open")
         do {
             try store.close()
         } catch {
@@ -376,7 +376,7 @@ final class FaultInjectionTests: XCTestCase {
         let reopened = try CaskStore.open(at: dir.path)
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
         XCTAssertEqual(reopened.recoveryReport.segmentsFromHints, 0)
-        try assertHolds(reopened, model, "reopened")
+        assertStore(reopened, matches: model, "reopened")
         try reopened.close()
     }
 
@@ -599,14 +599,5 @@ final class FaultInjectionTests: XCTestCase {
     private func fileLength(_ path: String) throws -> Int64 {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         return (attributes[.size] as? NSNumber)?.int64Value ?? -1
-    }
-
-    private func assertHolds(_ store: CaskStore, _ model: [String: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        XCTAssertEqual(store.count, model.count, context, file: file, line: line)
-        for (key, value) in model {
-            XCTAssertEqual(try store.get(key), value, "\(context): \(key)", file: file, line: line)
-        }
-        let keys = Set(try store.keys().map { String(decoding: $0, as: UTF8.self) })
-        XCTAssertEqual(keys, Set(model.keys), context, file: file, line: line)
     }
 }

@@ -13,10 +13,7 @@ final class HugePageTests: XCTestCase {
     private static let twoMiB = 2 << 20
 
     private func options(_ durability: Durability, segment: Int64 = 8 << 20) -> CaskStore.Options {
-        var options = CaskStore.Options(durability: durability)
-        options.maxSegmentSize = segment
-        options.automaticCompaction = false
-        return options
+        .manualCompaction(durability, maxSegmentSize: segment)
     }
 
     /// A file under `/proc`, read to its end (its size reads as 0, so Foundation stops after a page).

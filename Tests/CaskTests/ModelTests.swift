@@ -77,12 +77,12 @@ final class ModelTests: XCTestCase {
                 untilReopen = [1, 3, 20, 150, 400, 700][Int.random(in: 0..<6, using: &run.rng)]
             }
         }
-        try verify(store, run.model, "end of run")
+        assertStore(store, matches: run.model, "end of run")
         try store.close()
         let final = try CaskStore.open(at: dir.path, options: options)
         XCTAssertTrue(final.recoveryReport.isClean, "\(final.recoveryReport)")
         XCTAssertTrue(final.recoveryReport.invalidHints.isEmpty, "\(final.recoveryReport)")
-        try verify(final, run.model, "final reopen")
+        assertStore(final, matches: run.model, "final reopen")
         let segments = try final.statistics().segments
         XCTAssertGreaterThan(segments.count, 5, "segments should rotate")
         try final.close()
@@ -125,7 +125,7 @@ final class ModelTests: XCTestCase {
             readOnly.readOnly = true
             let reader = try CaskStore.open(at: dir.path, options: readOnly)
             XCTAssertTrue(reader.recoveryReport.isClean, "\(reader.recoveryReport)")
-            try verify(reader, run.model, "read-only alongside the writer")
+            assertStore(reader, matches: run.model, "read-only alongside the writer")
             XCTAssertThrowsError(try reader.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly) }
             try reader.close()
             run.readOnlyChecks += 1
@@ -149,8 +149,8 @@ final class ModelTests: XCTestCase {
             XCTAssertTrue(hinted.recoveryReport.isClean && hinted.recoveryReport.invalidHints.isEmpty, "\(hinted.recoveryReport)")
             XCTAssertTrue(scanned.recoveryReport.isClean, "\(scanned.recoveryReport)")
             XCTAssertEqual(hinted.recoveryReport.recordsScanned, scanned.recoveryReport.recordsScanned)
-            try verify(hinted, run.model, "read-only with hints")
-            try verify(scanned, run.model, "read-only without hints")
+            assertStore(hinted, matches: run.model, "read-only with hints")
+            assertStore(scanned, matches: run.model, "read-only without hints")
             let a = try hinted.statistics(), b = try scanned.statistics()
             XCTAssertEqual(a.segments, b.segments, "per-segment accounting from hints and from scans")
             XCTAssertEqual(a.liveBytes, b.liveBytes)
@@ -167,7 +167,7 @@ final class ModelTests: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report)")
         XCTAssertTrue(report.invalidHints.isEmpty, "\(report)")
         if mode == 1 { XCTAssertEqual(report.segmentsFromHints, 0) }
-        try verify(reopened, run.model, "after reopen \(run.reopens)")
+        assertStore(reopened, matches: run.model, "after reopen \(run.reopens)")
         // What the store counted while writing matches what recovery rebuilds.
         let after = try reopened.statistics()
         XCTAssertEqual(after.liveBytes, before.liveBytes, "live bytes across reopen")
@@ -181,148 +181,5 @@ final class ModelTests: XCTestCase {
             XCTAssertEqual(w.maxSeq, r.maxSeq)
         }
         return reopened
-    }
-
-    private func verify(_ store: CaskStore, _ model: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        XCTAssertEqual(store.count, model.count, "count, \(context)", file: file, line: line)
-        let keys = try store.keys()
-        XCTAssertEqual(keys, model.keys.sorted { $0.lexicographicallyPrecedes($1) }, "keys(), \(context)", file: file, line: line)
-        var wrong: [String] = []
-        for (key, value) in model {
-            let stored = try store.get(key)
-            if stored != value { wrong.append("\(String(decoding: key.prefix(20), as: UTF8.self)): \(stored?.count ?? -1) bytes, expected \(value.count)") }
-            if try !store.contains(key) { wrong.append("contains(\(key.prefix(20)))") }
-        }
-        XCTAssertTrue(wrong.isEmpty, "\(context): \(wrong.prefix(10))", file: file, line: line)
-        for absent in [Array("user/absent".utf8), Array("zzz".utf8)] where model[absent] == nil {
-            XCTAssertNil(try store.get(absent), file: file, line: line)
-            XCTAssertFalse(try store.contains(absent), file: file, line: line)
-        }
-    }
-}
-
-// MARK: Helpers shared by the file-level tests
-
-/// Real file manipulation for the model, torn-write and corruption tests.
-enum StoreFiles {
-    /// One record of a segment file as the tests see it.
-    struct Record {
-        var offset: Int
-        var length: Int
-        var type: RecordType
-        var seq: UInt64
-        var key: [UInt8]
-        /// The value of a put (decompressed), nil for a delete.
-        var value: [UInt8]?
-        /// Whether the record is a member of an atomic batch.
-        var isBatchMember = false
-        var end: Int { offset + length }
-    }
-
-    static func segmentPath(_ directory: String, _ id: UInt64) -> String { directory + "/" + SegmentName.segment(id) }
-    static func hintPath(_ directory: String, _ id: UInt64) -> String { directory + "/" + SegmentName.hint(id) }
-
-    /// The segment ids in a store directory, ascending.
-    static func segmentIDs(in directory: String) throws -> [UInt64] {
-        try FileManager.default.contentsOfDirectory(atPath: directory).compactMap(SegmentName.segmentID(fromFileName:)).sorted()
-    }
-
-    /// Copies the files of a store directory (flat) into `destination`, which must exist.
-    static func copy(from source: String, to destination: String) throws {
-        for name in try FileManager.default.contentsOfDirectory(atPath: source) {
-            try write(destination + "/" + name, read(source + "/" + name))
-        }
-    }
-
-    /// Deletes every hint file in a store directory.
-    static func removeHints(in directory: String) throws {
-        for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name.hasSuffix(".hint") {
-            try FileManager.default.removeItem(atPath: directory + "/" + name)
-        }
-    }
-
-    static func read(_ path: String) throws -> [UInt8] {
-        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-    }
-
-    static func write(_ path: String, _ bytes: [UInt8]) throws {
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
-    }
-
-    /// Every file of a directory with its bytes (to prove that nothing changed).
-    static func snapshot(_ directory: String) throws -> [String: [UInt8]] {
-        var files: [String: [UInt8]] = [:]
-        for name in try FileManager.default.contentsOfDirectory(atPath: directory) { files[name] = try read(directory + "/" + name) }
-        return files
-    }
-
-    /// XORs one byte of a file in place, through a file handle.
-    static func flip(_ path: String, at offset: Int, mask: UInt8 = 0xFF) throws {
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        try handle.seek(toOffset: UInt64(offset))
-        guard let byte = try handle.read(upToCount: 1)?.first else { throw CocoaError(.fileReadUnknown) }
-        try handle.seek(toOffset: UInt64(offset))
-        try handle.write(contentsOf: [byte ^ mask])
-    }
-
-    static func truncate(_ path: String, to length: Int) throws {
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        try handle.truncate(atOffset: UInt64(length))
-    }
-
-    static func append(_ path: String, _ bytes: [UInt8]) throws {
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: bytes)
-    }
-
-    static func fileSize(_ path: String) throws -> Int {
-        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? -1
-    }
-
-    /// Parses a clean segment file record by record (failing the test at the first invalid byte).
-    static func records(ofSegment path: String, file: StaticString = #filePath, line: UInt = #line) throws -> [Record] {
-        let bytes = try read(path)
-        var records: [Record] = []
-        var offset = SegmentHeader.length
-        // Zero bytes to the end of the file are space a writer reserved (FORMAT.md, "Reserved space").
-        while offset < bytes.count && !bytes[offset...].allSatisfy({ $0 == 0 }) {
-            let result = bytes.withUnsafeBytes { RecordHeader.validate(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
-            guard case .success(let header) = result else {
-                XCTFail("\(path): no valid record at \(offset): \(result)", file: file, line: line)
-                break
-            }
-            let keyStart = offset + header.headerLength
-            let key = Array(bytes[keyStart..<(keyStart + header.keyLength)])
-            var value: [UInt8]?
-            if header.type == .put {
-                let payload = Array(bytes[(keyStart + header.keyLength)..<(keyStart + header.keyLength + header.storedLength)])
-                if header.isCompressed {
-                    var out = [UInt8](repeating: 0, count: header.valueLength)
-                    let ok = payload.withUnsafeBytes { source in out.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0) } }
-                    XCTAssertTrue(ok, "lz4 payload at \(offset)", file: file, line: line)
-                    value = out
-                } else {
-                    value = payload
-                }
-            }
-            records.append(Record(
-                offset: offset, length: header.recordLength, type: header.type, seq: header.seq, key: key, value: value,
-                isBatchMember: header.flags & RecordFlags.batchMember != 0))
-            offset += header.recordLength
-        }
-        return records
-    }
-
-    /// The contents a set of records describes: newest seq per key wins, deletes remove.
-    static func replay(_ records: [Record]) -> [[UInt8]: [UInt8]] {
-        var newest: [[UInt8]: Record] = [:]
-        for record in records where (newest[record.key]?.seq ?? 0) < record.seq || newest[record.key] == nil {
-            newest[record.key] = record
-        }
-        return newest.compactMapValues(\.value)
     }
 }

@@ -46,10 +46,7 @@ final class ReaderAgreementTests: XCTestCase {
     private func name(_ file: String) -> String { String(file.split(separator: "/").last ?? "") }
 
     private func read(_ directory: String, line: UInt = #line) throws -> Readings {
-        var options = CaskStore.Options()
-        options.readOnly = true
-        options.createIfMissing = false
-        let store = try CaskStore.open(at: directory, options: options)
+        let store = try CaskStore.open(at: directory, options: .readOnly)
         var contents: [String: String] = [:]
         for key in try store.keys() {
             if let value = try store.get(key) { contents[String(decoding: key, as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
@@ -392,9 +389,7 @@ final class ReaderAgreementTests: XCTestCase {
         let hinted = ids.filter { FileManager.default.fileExists(atPath: StoreFiles.hintPath(directory.path, $0)) }.count
         for damagedHeader in [false, true] {
             if damagedHeader { try StoreFiles.flip(segment, at: 20) }
-            var readOnly = CaskStore.Options()
-            readOnly.readOnly = true
-            let store = try CaskStore.open(at: directory.path, options: readOnly)
+            let store = try CaskStore.open(at: directory.path, options: .readOnly)
             XCTAssertEqual(store.recoveryReport.segmentsFromHints, hinted, "header damaged: \(damagedHeader)")
             XCTAssertThrowsError(try store.get("k"), "header damaged: \(damagedHeader)") { error in
                 guard case CaskError.corruptRecord(let path, let offset, _) = error else { return XCTFail("\(error)") }
@@ -417,9 +412,7 @@ final class ReaderAgreementTests: XCTestCase {
         try StoreFiles.flip(segment, at: record.end - 1)
         for useHint in [true, false] {
             if !useHint { try StoreFiles.removeHints(in: directory.path) }
-            var options = CaskStore.Options()
-            options.readOnly = true
-            let store = try CaskStore.open(at: directory.path, options: options)
+            let store = try CaskStore.open(at: directory.path, options: .readOnly)
             XCTAssertNil(try store.get("gone"), "hint: \(useHint)")
             XCTAssertFalse(try store.contains("gone"))
             XCTAssertEqual(try store.keys(), [Array("kept".utf8)])

@@ -9,11 +9,7 @@ import CaskTestSupport
 /// and a full disk reported when the reservation fails, before anything is written.
 final class ReservedSpaceTests: XCTestCase {
     private func options(_ durability: Durability = .os, fileSystem: (any FileSystem)? = nil) -> CaskStore.Options {
-        var options = CaskStore.Options(durability: durability)
-        options.maxSegmentSize = 3 << 20
-        options.automaticCompaction = false
-        if let fileSystem { options.fileSystem = fileSystem }
-        return options
+        .manualCompaction(durability, maxSegmentSize: 3 << 20, fileSystem: fileSystem)
     }
 
     /// Where the last record of a segment file ends.
@@ -21,18 +17,11 @@ final class ReservedSpaceTests: XCTestCase {
         try StoreFiles.records(ofSegment: path).last.map { $0.offset + $0.length } ?? SegmentHeader.length
     }
 
-    private func assertContents(_ store: CaskStore, _ model: [[UInt8]: [UInt8]], _ context: String, line: UInt = #line) throws {
-        XCTAssertEqual(store.count, model.count, context, line: line)
-        for (key, value) in model where try store.get(key) != value {
-            return XCTFail("\(context): \(String(decoding: key, as: UTF8.self)) reads wrong", line: line)
-        }
-    }
-
     /// Reopened on the real file system, the store at `path` reports nothing and reads `model`.
     private func assertReopensClean(_ path: String, _ model: [[UInt8]: [UInt8]], line: UInt = #line) throws {
         let reopened = try CaskStore.open(at: path, options: options())
         XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)", line: line)
-        try assertContents(reopened, model, "reopened", line: line)
+        assertStore(reopened, matches: model, "reopened", line: line)
         try reopened.close()
     }
 
@@ -82,11 +71,11 @@ final class ReservedSpaceTests: XCTestCase {
             XCTAssertTrue(try CaskStore.verify(at: image.path).isClean, context)
             let readOnly = try CaskStore.open(at: image.path, options: CaskStore.Options(durability: .os, readOnly: true))
             XCTAssertTrue(readOnly.recoveryReport.isClean, "\(context): \(readOnly.recoveryReport)")
-            try assertContents(readOnly, model, "\(context), read-only copy")
+            assertStore(readOnly, matches: model, "\(context), read-only copy")
             try readOnly.close()
             let reopened = try CaskStore.open(at: image.path, options: options(durability))
             XCTAssertTrue(reopened.recoveryReport.isClean, "\(context): \(reopened.recoveryReport)")
-            try assertContents(reopened, model, "\(context), copy")
+            assertStore(reopened, matches: model, "\(context), copy")
             let imageActive = image.appending((active as NSString).lastPathComponent)
             XCTAssertEqual(try StoreFiles.fileSize(imageActive), activeEnd, context)
             // The reopened store writes on through a mapping of the segment it recovered.
@@ -100,7 +89,7 @@ final class ReservedSpaceTests: XCTestCase {
             let again = try CaskStore.open(at: dir.path, options: options(durability))
             XCTAssertTrue(again.recoveryReport.isClean, "\(context): \(again.recoveryReport)")
             model[Array("after-reopen".utf8)] = nil
-            try assertContents(again, model, "\(context), reopened")
+            assertStore(again, matches: model, "\(context), reopened")
             try again.close()
         }
     }
@@ -140,7 +129,7 @@ final class ReservedSpaceTests: XCTestCase {
         }
         XCTAssertEqual(failures, roomForPages ? 0 : 1)
         XCTAssertEqual(model.count, roomForPages ? 40_000 : 39_999)
-        try assertContents(store, model, "after the full disk")
+        assertStore(store, matches: model, "after the full disk")
         try store.close()
         try assertReopensClean(dir.path, model)
     }
@@ -168,11 +157,11 @@ final class ReservedSpaceTests: XCTestCase {
             model[key] = value
         }
         XCTAssertEqual(try StoreFiles.segmentIDs(in: dir.path), [1])
-        try assertContents(store, model, "after the failed seal")
+        assertStore(store, matches: model, "after the failed seal")
         try store.compact()
         try store.put("after-compaction", [1])
         model[Array("after-compaction".utf8)] = [1]
-        try assertContents(store, model, "after the compaction")
+        assertStore(store, matches: model, "after the compaction")
         try store.close()
         try assertReopensClean(dir.path, model)
     }
@@ -243,7 +232,7 @@ final class ReservedSpaceTests: XCTestCase {
         }
         XCTAssertGreaterThanOrEqual(fileSystem.count(.pwrite), 2_000)
         XCTAssertEqual(fileSystem.count(.allocate), 1, "one refusal turns reservations off for the segment")
-        try assertContents(store, model, "pwrite")
+        assertStore(store, matches: model, "pwrite")
         try store.close()
         try assertReopensClean(dir.path, model)
     }

@@ -15,11 +15,7 @@ final class SequenceNumberLimitTests: XCTestCase {
         return directory
     }
 
-    private func options() -> CaskStore.Options {
-        var options = CaskStore.Options(durability: .os)
-        options.automaticCompaction = false
-        return options
-    }
+    private func options() -> CaskStore.Options { .manualCompaction() }
 
     private func assertRefused(_ write: () throws(CaskError) -> Void, needing count: Int, left: UInt64, in path: String, line: UInt = #line) {
         do throws(CaskError) {

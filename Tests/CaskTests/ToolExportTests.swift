@@ -10,13 +10,6 @@ final class ToolExportTests: XCTestCase {
         try ToolTests.cask(arguments, stdin: stdin, file: file, line: line)
     }
 
-    static let readOnly: CaskStore.Options = {
-        var options = CaskStore.Options()
-        options.readOnly = true
-        options.createIfMissing = false
-        return options
-    }()
-
     /// 2100-01-01T00:00:00Z: far enough ahead that no test sees it pass.
     static let farFuture: UInt64 = 4_102_444_800_000
 
@@ -40,7 +33,7 @@ final class ToolExportTests: XCTestCase {
 
     /// Every live key of the store at `path` with its value and expiry.
     private func contents(of path: String) throws -> [[UInt8]: CaskStore.Entry] {
-        let store = try CaskStore.open(at: path, options: Self.readOnly)
+        let store = try CaskStore.open(at: path, options: .readOnly)
         defer { try? store.close() }
         var entries: [[UInt8]: CaskStore.Entry] = [:]
         for key in try store.keys() { entries[key] = try XCTUnwrap(try store.entry(key)) }
@@ -265,7 +258,7 @@ final class ToolExportTests: XCTestCase {
         XCTAssertTrue(run.err.hasSuffix("Error: \(CaskError.locked(path: dir.path, holderPID: getpid()))\n"), run.err)
         XCTAssertEqual(run.out, "")
         XCTAssertEqual(try store.keys(), [Array("held".utf8)])
-        let reader = try CaskStore.open(at: dir.path, options: Self.readOnly)
+        let reader = try CaskStore.open(at: dir.path, options: .readOnly)
         XCTAssertEqual(try reader.keys(), [Array("held".utf8)], "nothing reached the disk")
         try reader.close()
         // Readers work alongside the writer.
@@ -393,7 +386,7 @@ final class ToolExportTests: XCTestCase {
         XCTAssertEqual(member, InspectedRecord(
             segmentID: 1, offset: 176, bytes: 25, type: .put, seq: 7, key: Array("tab\tkey".utf8), valueBytes: 1, storedBytes: 1,
             isCompressed: false, isBatchMember: true, expiresAtMilliseconds: Self.farFuture + 123, committedSeqs: nil))
-        let store = try CaskStore.open(at: dir.path, options: Self.readOnly)
+        let store = try CaskStore.open(at: dir.path, options: .readOnly)
         defer { try? store.close() }
         XCTAssertEqual(try store.entry(Array("tab\tkey".utf8)), .init(key: Array("tab\tkey".utf8), value: Array("v".utf8), expiresAtMilliseconds: Self.farFuture + 123))
         XCTAssertEqual(try store.entry([0xFF, 0x00]), .init(key: [0xFF, 0x00], value: [1, 2, 3]))

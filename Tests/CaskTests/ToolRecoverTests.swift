@@ -79,15 +79,10 @@ final class ToolRecoverTests: XCTestCase {
     private func assertRepaired(_ directory: String, _ expected: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let verify = try cask(["verify", directory])
         XCTAssertEqual(verify.status, 0, "\(context): \(verify.out)", file: file, line: line)
-        var options = CaskStore.Options()
-        options.readOnly = true
-        let store = try CaskStore.open(at: directory, options: options)
+        let store = try CaskStore.open(at: directory, options: .readOnly)
         defer { try? store.close() }
         XCTAssertTrue(store.recoveryReport.isClean && store.recoveryReport.invalidHints.isEmpty, "\(context): \(store.recoveryReport)", file: file, line: line)
-        XCTAssertEqual(try store.keys(), expected.keys.sorted { $0.lexicographicallyPrecedes($1) }, "\(context): keys", file: file, line: line)
-        for (key, value) in expected {
-            XCTAssertEqual(try store.get(key), value, "\(context): \(String(decoding: key, as: UTF8.self))", file: file, line: line)
-        }
+        assertStore(store, matches: expected, context, file: file, line: line)
     }
 
     /// Copying the backup's files back over (a copy of) the repaired store gives `original` back, byte for byte.
@@ -670,9 +665,7 @@ final class ToolRecoverTests: XCTestCase {
                 failures += 1
             }
             // Whatever happened, the store opens and every key the damage did not touch reads right.
-            var options = CaskStore.Options()
-            options.readOnly = true
-            let store = try CaskStore.open(at: scratch.path, options: options)
+            let store = try CaskStore.open(at: scratch.path, options: .readOnly)
             for key in undamagedKeys {
                 XCTAssertEqual(try store.get(key), full[key], "\(context): \(String(decoding: key, as: UTF8.self))")
             }
@@ -682,10 +675,9 @@ final class ToolRecoverTests: XCTestCase {
             XCTAssertFalse(report.dryRun)
             let verification = try CaskStore.verify(at: scratch.path)
             XCTAssertTrue(verification.isClean, "\(context): \(verification)")
-            let reopened = try CaskStore.open(at: scratch.path, options: options)
+            let reopened = try CaskStore.open(at: scratch.path, options: .readOnly)
             XCTAssertTrue(reopened.recoveryReport.isClean, "\(context): \(reopened.recoveryReport)")
-            XCTAssertEqual(reopened.count, repaired.count, context)
-            for (key, value) in repaired { XCTAssertEqual(try reopened.get(key), value, "\(context): \(String(decoding: key, as: UTF8.self))") }
+            assertStore(reopened, matches: repaired, context)
             try reopened.close()
         }
         XCTAssertGreaterThan(failures, points.count / 2, "most faults must surface as errors")
@@ -747,9 +739,7 @@ final class ToolRecoverTests: XCTestCase {
             XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
             XCTAssertEqual(run.out, "Imported \(Self.entries.count) entries from \(file) into \(directory) (\(option.last ?? "binary") coder, keys 'defaults/' + entry name).\n", context)
 
-            var options = CaskStore.Options()
-            options.readOnly = true
-            let store = try CaskStore.open(at: directory, options: options)
+            let store = try CaskStore.open(at: directory, options: .readOnly)
             defer { try? store.close() }
             XCTAssertEqual(store.count, Self.entries.count, context)
             for entry in Self.entries {

@@ -77,27 +77,6 @@ final class TornWriteTests: XCTestCase {
         return fixture
     }
 
-    private func verify(_ store: CaskStore, _ expected: [[UInt8]: [UInt8]], _ context: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        XCTAssertEqual(store.count, expected.count, "count, \(context)", file: file, line: line)
-        XCTAssertEqual(try store.keys(), expected.keys.sorted { $0.lexicographicallyPrecedes($1) }, "keys, \(context)", file: file, line: line)
-        for (key, value) in expected {
-            XCTAssertEqual(try store.get(key), value, "\(String(decoding: key, as: UTF8.self)), \(context)", file: file, line: line)
-        }
-    }
-
-    private func readOnlyOptions() -> CaskStore.Options {
-        var options = CaskStore.Options()
-        options.readOnly = true
-        return options
-    }
-
-    private func verificationOptions() -> CaskStore.Options {
-        var options = CaskStore.Options(durability: .os)
-        options.maxSegmentSize = 8 << 10
-        options.writeHints = false  // keeps the loops fast; the hint path has its own checks
-        return options
-    }
-
     // MARK: Cuts
 
     func testCutAtEveryByteOfTheLastRecords() throws {
@@ -126,7 +105,7 @@ final class TornWriteTests: XCTestCase {
             let expected = StoreFiles.replay(fixture.earlier + keptOfLast)
             let context = "cut at \(cut) of \(fullLength)"
 
-            let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            let store = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
             let report = store.recoveryReport
             XCTAssertEqual(report.damagedRanges.map(\.offset), lostTail ? [Int64(cut)] : [], "\(context): \(report)")
             if boundaries.contains(cut) {
@@ -145,17 +124,17 @@ final class TornWriteTests: XCTestCase {
                 XCTAssertEqual(report.invalidHints.map(\.file), [scratch.appending(hintName)], "\(context): a hint covering more than the file")
             }
             XCTAssertEqual(try StoreFiles.fileSize(scratch.appending(lastName)), boundary, "\(context): file length after the cut")
-            try verify(store, expected, context)
+            assertStore(store, matches: expected, context)
             // The store keeps working from the cut: a write lands after the last good record.
             if cut % 4 == 0 {
                 try store.put("after-cut", [1, 2, 3])
                 try store.close()
-                let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                let again = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
                 XCTAssertEqual(again.recoveryReport.damagedRanges.map(\.offset), lostTail ? [Int64(boundary)] : [], "\(context), reopened: \(again.recoveryReport)")
                 XCTAssertTrue(again.recoveryReport.truncations.isEmpty, "\(context), reopened: \(again.recoveryReport)")
                 var expectedAfter = expected
                 expectedAfter[Array("after-cut".utf8)] = [1, 2, 3]
-                try verify(again, expectedAfter, context + ", after a write and a reopen")
+                assertStore(again, matches: expectedAfter, context + ", after a write and a reopen")
                 try again.close()
             } else {
                 try store.close()
@@ -177,10 +156,10 @@ final class TornWriteTests: XCTestCase {
             try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
             try StoreFiles.truncate(scratch.appending(SegmentName.segment(fixture.lastID)), to: cut)
             let before = try StoreFiles.snapshot(scratch.path)
-            let store = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
+            let store = try CaskStore.open(at: scratch.path, options: .readOnly)
             XCTAssertTrue(store.recoveryReport.truncations.isEmpty, "read-only must not cut: \(store.recoveryReport)")
             XCTAssertFalse(store.recoveryReport.isClean, "the torn tail is still reported: \(store.recoveryReport)")
-            try verify(store, StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cut }), "read-only, cut at \(cut)")
+            assertStore(store, matches: StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cut }), "read-only, cut at \(cut)")
             XCTAssertThrowsError(try store.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly) }
             try store.close()
             XCTAssertTrue(try StoreFiles.snapshot(scratch.path) == before, "a read-only open modified the store")
@@ -229,13 +208,13 @@ final class TornWriteTests: XCTestCase {
                 // Zeros are space a writer reserved (FORMAT.md, "Reserved space"): the same checks
                 // as any other garbage, and they are cut too, but they are no damage and no report.
                 let reserved = tail.count <= StoreWriter.maxReservedSpace && tail.allSatisfy { $0 == 0 }
-                let readOnly = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
+                let readOnly = try CaskStore.open(at: scratch.path, options: .readOnly)
                 XCTAssertEqual(readOnly.recoveryReport.isClean, reserved, "\(context), read-only: \(readOnly.recoveryReport)")
-                try verify(readOnly, fixture.model, "\(context), read-only")
+                assertStore(readOnly, matches: fixture.model, "\(context), read-only")
                 try readOnly.close()
                 XCTAssertEqual(try CaskStore.verify(at: scratch.path).isClean, reserved, "\(context), verify")
 
-                let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                let store = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
                 let report = store.recoveryReport
                 XCTAssertTrue(report.damagedRanges.isEmpty, "\(context): \(report)")
                 if reserved {
@@ -248,10 +227,10 @@ final class TornWriteTests: XCTestCase {
                 }
                 XCTAssertTrue(report.invalidHints.isEmpty, "\(context): \(report)")
                 XCTAssertEqual(try StoreFiles.fileSize(path), fullLength, context)
-                try verify(store, fixture.model, context)
+                assertStore(store, matches: fixture.model, context)
                 try store.put("after-garbage", [9])
                 try store.close()
-                let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+                let again = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
                 XCTAssertTrue(again.recoveryReport.isClean, "\(context), reopened: \(again.recoveryReport)")
                 XCTAssertEqual(try again.get("after-garbage"), [9], context)
                 try again.close()
@@ -283,13 +262,13 @@ final class TornWriteTests: XCTestCase {
 
             // Read-only: opens, sees everything, changes nothing.
             let before = try StoreFiles.snapshot(scratch.path)
-            let reader = try CaskStore.open(at: scratch.path, options: readOnlyOptions())
-            try verify(reader, fixture.model, "\(name), read-only")
+            let reader = try CaskStore.open(at: scratch.path, options: .readOnly)
+            assertStore(reader, matches: fixture.model, "\(name), read-only")
             try reader.close()
             XCTAssertTrue(try StoreFiles.snapshot(scratch.path) == before, "\(name): a read-only open modified the store")
 
             // Writable: opens, repairs the header, and the store keeps working.
-            let store = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            let store = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
             let report = store.recoveryReport
             if complete {
                 XCTAssertTrue(report.isClean, "\(name): \(report)")
@@ -297,18 +276,18 @@ final class TornWriteTests: XCTestCase {
                 XCTAssertTrue(report.damagedRanges.isEmpty, "\(name): \(report)")
                 XCTAssertEqual(report.truncations.map(\.file), [path], "\(name): \(report)")
             }
-            try verify(store, fixture.model, name)
+            assertStore(store, matches: fixture.model, name)
             try store.put("after-header", [4, 2])
             try store.close()
             let repaired = try StoreFiles.read(path)
             XCTAssertEqual(repaired.prefix(8), header.prefix(8), "\(name): magic")
             XCTAssertEqual(Array(repaired.prefix(SegmentHeader.length)).withUnsafeBytes { SegmentHeader.decode($0) }.map(\.segmentID), .success(newID), name)
 
-            let again = try CaskStore.open(at: scratch.path, options: verificationOptions())
+            let again = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
             XCTAssertTrue(again.recoveryReport.isClean, "\(name), reopened: \(again.recoveryReport)")
             var expected = fixture.model
             expected[Array("after-header".utf8)] = [4, 2]
-            try verify(again, expected, "\(name), reopened")
+            assertStore(again, matches: expected, "\(name), reopened")
             try again.close()
         }
     }
@@ -326,7 +305,7 @@ final class TornWriteTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: hintPath))
         let cutRecord = fixture.last[fixture.last.count - 4]
         try StoreFiles.truncate(fixture.lastPath, to: cutRecord.offset + 3)
-        var options = verificationOptions()  // nothing rewrites the hint on close
+        var options = CaskStore.Options.smallSegmentsWithoutHints()  // nothing rewrites the hint on close
         options.maxSegmentSize = 1 << 20
         let store = try CaskStore.open(at: fixture.dir.path, options: options)
         XCTAssertEqual(store.recoveryReport.invalidHints.map(\.file), [hintPath], "\(store.recoveryReport)")
@@ -336,7 +315,7 @@ final class TornWriteTests: XCTestCase {
             reason: "the segment ends at \(cutRecord.offset + 3) bytes but its hint file describes \(fixture.last.last!.end): records at its end were lost ('cask recover --dry-run' names them)")
         XCTAssertEqual(store.recoveryReport.damagedRanges, [lost])
         var expected = StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cutRecord.offset })
-        try verify(store, expected, "after the cut")
+        assertStore(store, matches: expected, "after the cut")
         var rng = SeededGenerator(seed: 46)
         for i in 0..<100 {
             let value = rng.bytes(40)
@@ -348,7 +327,7 @@ final class TornWriteTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: hintPath), "the hint is kept")
         let again = try CaskStore.open(at: fixture.dir.path, options: options)
         XCTAssertEqual(again.recoveryReport.damagedRanges.map(\.offset), [Int64(cutRecord.offset)], "\(again.recoveryReport)")
-        try verify(again, expected, "after growing past the stale hint")
+        assertStore(again, matches: expected, "after growing past the stale hint")
         try again.close()
     }
 }
