@@ -151,15 +151,23 @@ package struct SegmentReader: ~Copyable {
             case .failure(let failure):
                 problem = failure
             }
+            // A live writer gave back its reserved space meanwhile, and the file now ends here.
+            if position >= fileLength { break }
             var next = position + 1
             while next < fileLength {
                 if case .success = try record(at: next) { break }
                 next += 1
             }
+            // The same, found during the scan.
+            if position >= fileLength { break }
+            next = min(next, fileLength)
             if mayGrow && next < fileLength {
                 // A valid record after the bad bytes: a write in progress there has landed by now.
                 dropWindow()
                 if case .success = try record(at: position) { continue }
+                // Or the file shrank meanwhile (reserved space given back): the range ends with it.
+                if position >= fileLength { break }
+                next = min(next, fileLength)
             }
             damage.append(DamagedRange(kind: .record, file: path, segmentID: id, offset: position, length: next - position, reason: problem.description))
             position = next
@@ -321,7 +329,8 @@ package struct SegmentReader: ~Copyable {
 
     /// Up to `count` bytes at `offset` (fewer only at end of file), valid until the next call.
     private mutating func view(at offset: Int64, count: Int) throws(CaskError) -> UnsafeRawBufferPointer {
-        let available = Int(min(Int64(count), fileLength - offset))
+        let available = Int(max(0, min(Int64(count), fileLength - offset)))
+        if available == 0 { return UnsafeRawBufferPointer(start: nil, count: 0) }
         if offset < windowStart || offset + Int64(available) > windowStart + Int64(window.count) {
             let length = Int(min(Int64(max(count, Self.windowSize)), fileLength - offset))
             window.count = 0
@@ -338,9 +347,12 @@ package struct SegmentReader: ~Copyable {
             windowStart = offset
             if read < length {
                 // The file shrank since its length was taken: a writer that has the store open gave
-                // back the space it had reserved (a read-only read of a live store). It ends here.
-                fileLength = offset + Int64(read)
-                return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<min(read, count)]) }
+                // back the space it had reserved (a read-only read of a live store). It ends here,
+                // or sooner (a read of nothing says only that it ends at or before `offset`).
+                let now = (try? fileSystem.fileSize(fd)) ?? (offset + Int64(read))
+                fileLength = min(offset + Int64(read), now)
+                let kept = Int(max(0, min(Int64(min(read, count)), fileLength - offset)))
+                return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<kept]) }
             }
         }
         let start = Int(offset - windowStart)
