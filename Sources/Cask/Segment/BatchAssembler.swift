@@ -23,10 +23,15 @@ package struct BatchAssembler {
     }
 
     package private(set) var pending: [Member] = []
+    /// Whether `pending` is in increasing seq order, as every writer leaves it (seqs only grow in
+    /// a segment): then a commit finds its members by binary search, in O(log pending + batch),
+    /// however many orphaned members (of batches that never completed) are held before them.
+    private var inSeqOrder = true
 
     package init() {}
 
     package mutating func hold(_ member: Member) {
+        if let last = pending.last, last.seq >= member.seq { inSeqOrder = false }
         pending.append(member)
     }
 
@@ -35,14 +40,32 @@ package struct BatchAssembler {
     /// `count`: the member count the commit record's value states, when the caller has it (a hint
     /// entry does not); a count that disagrees with the seqs makes the batch incomplete.
     package mutating func commit(firstSeq: UInt64, commitSeq: UInt64, count: UInt64? = nil) -> Commit {
-        let members = pending.filter { $0.seq >= firstSeq && $0.seq < commitSeq }
-        pending.removeAll { $0.seq >= firstSeq && $0.seq < commitSeq }
+        let members: [Member]
+        if inSeqOrder {
+            let range = firstIndex(withSeqAtLeast: firstSeq)..<firstIndex(withSeqAtLeast: commitSeq)
+            members = Array(pending[range])
+            pending.removeSubrange(range)
+        } else {
+            members = pending.filter { $0.seq >= firstSeq && $0.seq < commitSeq }
+            pending.removeAll { $0.seq >= firstSeq && $0.seq < commitSeq }
+            inSeqOrder = zip(pending, pending.dropFirst()).allSatisfy { $0.seq < $1.seq }
+        }
         // Safe: a valid commit record's seq is at least 1; `firstSeq` may be anything its key says.
         let expected = firstSeq < commitSeq ? commitSeq - firstSeq : 0
         guard expected > 0, UInt64(members.count) == expected, count.map({ $0 == expected }) ?? true, Set(members.map(\.seq)).count == members.count else {
             return .incomplete(found: members, expected: expected)
         }
         return .whole(members)
+    }
+
+    /// The first position in `pending` (in seq order) whose seq is at least `seq`.
+    private func firstIndex(withSeqAtLeast seq: UInt64) -> Int {
+        var low = 0, high = pending.count
+        while low < high {
+            let middle = (low + high) / 2
+            if pending[middle].seq < seq { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     /// The batch a commit record commits: its first seq is the record's 8-byte key.

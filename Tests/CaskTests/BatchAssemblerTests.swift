@@ -1,0 +1,50 @@
+import XCTest
+@testable import Cask
+import CaskTestSupport
+
+/// ``BatchAssembler`` against a model of the batch rules (FORMAT.md, "Batches"): a commit of seq `c`
+/// naming first seq `f` takes the held members of seqs `f ..< c`, whole only when each is there
+/// once — whatever order the members came in, and however many orphans are held.
+final class BatchAssemblerTests: XCTestCase {
+    private func member(_ seq: UInt64) -> BatchAssembler.Member {
+        .init(key: [UInt8(truncatingIfNeeded: seq)], type: .put, seq: seq, valueLength: 0, expiresAt: nil,
+              location: RecordLocation(segmentID: 1, offset: UInt32(40 + seq), length: 1))
+    }
+
+    func testCommitsAgreeWithTheModelInAndOutOfSeqOrder() {
+        var random = SeededGenerator(seed: 22)
+        for round in 0..<300 {
+            var assembler = BatchAssembler()
+            var model: [BatchAssembler.Member] = []
+            var nextSeq: UInt64 = 1
+            for _ in 0..<40 {
+                if Int.random(in: 0..<3, using: &random) > 0 {
+                    // Members, mostly in increasing order; now and then one out of order or repeated.
+                    let seq: UInt64 = round % 3 == 0 && Bool.random(using: &random) ? UInt64.random(in: 1...nextSeq, using: &random) : nextSeq
+                    nextSeq = max(nextSeq, seq + 1)
+                    assembler.hold(member(seq))
+                    model.append(member(seq))
+                } else {
+                    // A commit, usually of the members just held, sometimes of a range that misses some.
+                    let commitSeq = nextSeq
+                    let firstSeq = UInt64.random(in: 1...commitSeq, using: &random)
+                    nextSeq += 1
+                    let taken = model.filter { $0.seq >= firstSeq && $0.seq < commitSeq }
+                    model.removeAll { $0.seq >= firstSeq && $0.seq < commitSeq }
+                    let expected = commitSeq - firstSeq
+                    let whole = expected > 0 && UInt64(taken.count) == expected && Set(taken.map(\.seq)).count == taken.count
+                    switch assembler.commit(firstSeq: firstSeq, commitSeq: commitSeq) {
+                    case .whole(let members):
+                        XCTAssertTrue(whole, "round \(round): whole, the model says not")
+                        XCTAssertEqual(members.map(\.seq), taken.map(\.seq), "round \(round)")
+                    case .incomplete(let found, let count):
+                        XCTAssertFalse(whole && expected > 0, "round \(round): incomplete, the model says whole")
+                        XCTAssertEqual(found.map(\.seq), taken.map(\.seq), "round \(round)")
+                        XCTAssertEqual(count, expected)
+                    }
+                }
+                XCTAssertEqual(assembler.pending.map(\.seq), model.map(\.seq), "round \(round): held members")
+            }
+        }
+    }
+}
