@@ -135,13 +135,15 @@ final class ReaderAgreementTests: XCTestCase {
         XCTAssertEqual(readings.repairDropped, readings.verifyDropped, "\(context): what the repair drops", line: line)
         // The tool: the same ranges, the same live keys, the documented exit statuses.
         let damaged = !expected.isEmpty, skipped = readings.open.contains { !$0.hasPrefix("torn-tail ") }
+        // Records missing from what list and export read (a damaged manifest hides none: both sides of its compaction are read).
+        let missing = readings.open.contains { !$0.hasPrefix("torn-tail ") && !$0.hasPrefix("compaction-manifest ") }
         XCTAssertEqual(readings.tool.verify.status, damaged ? 65 : 0, "\(context): cask verify's status", line: line)
         XCTAssertEqual(readings.tool.verify.ranges.sorted(), readings.verify.sorted(), "\(context): cask verify", line: line)
         XCTAssertEqual(readings.tool.dump, readings.inspect, "\(context): cask dump", line: line)
         XCTAssertEqual(readings.tool.statDamagedRanges, readings.open.count, "\(context): cask stat", line: line)
-        XCTAssertEqual(readings.tool.export.status, skipped ? 65 : 0, "\(context): cask export's status", line: line)
+        XCTAssertEqual(readings.tool.export.status, missing ? 65 : 0, "\(context): cask export's status", line: line)
         XCTAssertEqual(readings.tool.export.contents, readings.contents, "\(context): cask export", line: line)
-        XCTAssertEqual(readings.tool.list.status, skipped ? 65 : 0, "\(context): cask list's status", line: line)
+        XCTAssertEqual(readings.tool.list.status, missing ? 65 : 0, "\(context): cask list's status", line: line)
         XCTAssertEqual(readings.tool.list.keys, readings.contents.keys.sorted(), "\(context): cask list", line: line)
         XCTAssertEqual(readings.tool.recoverDryRunStatus, damaged ? 65 : 0, "\(context): cask recover --dry-run's status", line: line)
         // A writable open cuts a torn tail; any other damage is left alone and reported.

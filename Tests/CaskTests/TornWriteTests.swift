@@ -330,4 +330,29 @@ final class TornWriteTests: XCTestCase {
         assertStore(again, matches: expected, "after growing past the stale hint")
         try again.close()
     }
+    /// The open refuses a hint that declares more than its segment from the hint's header alone: its
+    /// body is never read (a crafted header could otherwise make every open read gigabytes), and the
+    /// loss it shows is reported as when the body is read.
+    func testTheOpenReadsOnlyTheHeaderOfAHintLongerThanItsSegment() throws {
+        let fixture = try makeFixture(seed: 0x7047)
+        defer { fixture.dir.remove() }
+        let hintPath = StoreFiles.hintPath(fixture.dir.path, fixture.lastID)
+        let cutRecord = fixture.last[fixture.last.count - 4]
+        try StoreFiles.truncate(fixture.lastPath, to: cutRecord.offset + 3)
+        let fileSystem = FaultInjectingFileSystem()
+        var options = CaskStore.Options.smallSegmentsWithoutHints()
+        options.maxSegmentSize = 1 << 20
+        options.fileSystem = fileSystem
+        options.readOnly = true
+        let store = try CaskStore.open(at: fixture.dir.path, options: options)
+        let hintReads = fileSystem.trace.filter { $0.operation == .pread && $0.path == hintPath }
+        XCTAssertFalse(hintReads.isEmpty)
+        XCTAssertTrue(hintReads.allSatisfy { ($0.offset ?? 0) + Int64($0.length ?? 0) <= Int64(HintFile.headerLength) }, "\(hintReads)")
+        XCTAssertEqual(store.recoveryReport.invalidHints.map(\.reason), ["it describes \(fixture.last.last!.end) bytes of a segment of \(cutRecord.offset + 3)"])
+        // Read-only, the cut record's 3 bytes stay, a torn tail; past them, the records the hint shows lost.
+        XCTAssertEqual(store.recoveryReport.damagedRanges.map(\.kind), [.tornTail, .record], "\(store.recoveryReport)")
+        XCTAssertEqual(store.recoveryReport.damagedRanges.map(\.offset), [Int64(cutRecord.offset), Int64(cutRecord.offset + 3)])
+        XCTAssertEqual(store.recoveryReport.damagedRanges.last?.length, Int64(fixture.last.last!.end - cutRecord.offset - 3))
+        try store.close()
+    }
 }

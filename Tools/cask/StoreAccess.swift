@@ -27,9 +27,10 @@ enum StoreAccess {
     /// open beside a live writer sees as an append in progress — and so whatever it reads may miss
     /// records, or show an older value of a key whose newer record is damaged. Says so on standard
     /// error, naming what to run. `list` and `export` then exit 65 after writing what they read;
-    /// `get` keeps its own key's exit status.
+    /// `get` keeps its own key's exit status. A damaged compaction manifest is not counted: the open
+    /// then reads the compaction's inputs and outputs alike, and they hold the same live records.
     static func warnOfSkippedDamage(_ store: CaskStore, in directory: String, output: Output) -> Bool {
-        let skipped = store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail }
+        let skipped = store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail && $0.kind != .compactionManifest }
         guard !skipped.isEmpty else { return false }
         let ranges = skipped.count == 1 ? "1 damaged range" : "\(skipped.count) damaged ranges"
         output.error("warning: opening \(directory) skipped \(ranges): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")

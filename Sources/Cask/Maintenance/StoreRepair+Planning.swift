@@ -41,7 +41,7 @@ extension StoreRepair {
         var hintChange: Int?
     }
 
-    func makePlan(progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> Plan {
+    func makePlan(lockHeld: Bool, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> Plan {
         let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         var plan = Plan(report: RepairReport(directory: directory))
         plan.report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
@@ -89,7 +89,7 @@ extension StoreRepair {
         meter.report(0)
         var segments: [SegmentAnalysis] = []
         for id in ids {
-            let analysis = try analyseSegment(id, of: listing, meter: &meter)
+            let analysis = try analyseSegment(id, of: listing, lockHeld: lockHeld, meter: &meter)
             plan.report.segmentsChecked += 1
             plan.report.recordsChecked += analysis.records.count
             plan.report.bytesChecked += analysis.length

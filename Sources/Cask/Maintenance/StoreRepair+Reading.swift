@@ -54,13 +54,15 @@ extension StoreRepair {
         var headerReason: String?
     }
 
-    func analyseSegment(_ id: UInt64, of listing: StoreDirectory, meter: inout ProgressMeter) throws(CaskError) -> SegmentAnalysis {
+    func analyseSegment(
+        _ id: UInt64, of listing: StoreDirectory, lockHeld: Bool, meter: inout ProgressMeter
+    ) throws(CaskError) -> SegmentAnalysis {
         let segmentPath = listing.segmentPath(id)
         var analysis = SegmentAnalysis(id: id, path: segmentPath, length: 0, header: .failure(.tooShort), hasHint: listing.hintedIDs.contains(id))
         var records: [ScannedRecord] = []
         let start = meter.done
         let read = try SegmentReader.read(
-            segment: id, of: listing, lockHeld: true, fileSystem: fileSystem,
+            segment: id, of: listing, lockHeld: lockHeld, fileSystem: fileSystem,
             onOpen: { length, header in
                 analysis.length = length
                 if let header { analysis.header = .success(header) }

@@ -92,7 +92,9 @@ package struct StoreRepair {
             withExtendedLifetime(probe) {}  // The dry run's lock holds to here; `probe` closes next.
         }
 
-        var plan = try makePlan(progress: progress)
+        // Without the lock (a dry run that could not take it), a writer may be appending: the reader
+        // then treats a short active segment as one that may still grow.
+        var plan = try makePlan(lockHeld: lock != nil || probe != nil, progress: progress)
         plan.report.dryRun = dryRun
         guard !plan.report.changes.isEmpty else { return plan.report }
         let backup = backupDirectory.map(Self.trimmingSlashes) ?? defaultBackupDirectory()

@@ -306,7 +306,7 @@ package struct StoreRecovery {
     ) -> HintLoad {
         let hintPath = path(SegmentName.hint(id)), segmentPath = path(SegmentName.segment(id))
         let bytes: [UInt8]
-        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, fileSystem: fileSystem) {
+        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, beyondSegment: false, fileSystem: fileSystem) {
         case .read(let read): bytes = read
         case .unusable(let invalid):
             // Unreadable, or too long for this segment; its header alone says whether the segment lost its tail.

@@ -62,7 +62,8 @@ package struct HintCheck {
     /// `segmentLength` bytes — or nil when ``HintFile`` refuses them (``SegmentReader/refusal(of:segmentID:segmentLength:)``
     /// says why). Entries past the segment's end are kept when the hint's header declares them.
     package init?(hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64) {
-        let declared = HintFile.declaredSummary(hint).flatMap { $0.segmentID == segmentID ? $0.coveredLength : nil } ?? 0
+        // Capped as ``SegmentReader/declaredLength(ofHint:segmentID:)`` caps it: no segment is longer.
+        let declared = min(HintFile.declaredSummary(hint).flatMap { $0.segmentID == segmentID ? $0.coveredLength : nil } ?? 0, Int64(UInt32.max))
         var entries: [Entry] = []
         var keys: [UInt8] = []
         let summary = HintFile.forEachEntry(in: hint, segmentID: segmentID, segmentLength: max(segmentLength, declared)) { entry in

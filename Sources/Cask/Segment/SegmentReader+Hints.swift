@@ -18,8 +18,11 @@ extension SegmentReader {
     /// its header (checksum valid, naming this segment) declares more, as after a lost tail (then
     /// its entries past the segment's end name the records lost: ``lostTail(segmentID:path:segmentLength:hint:)``).
     /// A crafted header cannot make the read unbounded: the declared length is capped at 4 GiB.
+    /// A reader that has no use for the entries past the end (the open: such a hint is refused,
+    /// and its header alone names the lost tail) passes `beyondSegment: false`, and then a hint that
+    /// declares more than `segmentLength` is refused from its header, its body never read.
     package static func readHint(
-        of segmentID: UInt64, segmentLength: Int64, at hintPath: String, fileSystem: any FileSystem
+        of segmentID: UInt64, segmentLength: Int64, at hintPath: String, beyondSegment: Bool = true, fileSystem: any FileSystem
     ) -> HintRead {
         func invalid(_ reason: String) -> HintRead {
             .unusable(InvalidHint(file: hintPath, segmentID: segmentID, reason: reason))
@@ -31,6 +34,9 @@ extension SegmentReader {
         var header = [UInt8](repeating: 0, count: HintFile.headerLength)
         let headerRead = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
         let declared = headerRead == header.count ? declaredLength(ofHint: header, segmentID: segmentID) : nil
+        if !beyondSegment, let declared, declared > segmentLength {
+            return invalid("it describes \(declared) bytes of a segment of \(segmentLength)")
+        }
         let described = max(segmentLength, declared ?? 0)
         guard size >= Int64(HintFile.headerLength), size <= 2 * described + Int64(HintFile.maxBlockLength) else {
             return invalid("hint file is \(size) bytes, impossible for a segment of \(segmentLength) bytes")
