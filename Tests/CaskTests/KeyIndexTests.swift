@@ -53,7 +53,7 @@ final class KeyIndexTests: XCTestCase {
         index.checkOrderedView()
         let sorted = model.keys.sorted { $0.lexicographicallyPrecedes($1) }
         var walked: [[UInt8]] = [], locations = 0
-        index.walkLocations(KeySpan(), descending: false) { key, location in
+        index.walkLocations(KeySpan(), descending: false, limit: .max) { key, location in
             walked.append(Array(key))
             if model[Array(key)] == location { locations += 1 }
             return true

@@ -7,9 +7,13 @@ import CaskTestSupport
 /// fills (leaves split at their ends), deletes that merge and free leaves, the arena rebuilt, and
 /// recovery's bulk build; every span shape, both directions.
 final class OrderedIndexTests: XCTestCase {
-    private let location = RecordLocation(segmentID: 1, offset: 64, length: 40)
+    /// Each key's own location (from its bytes), so that a walk with locations shows it found the key's entry.
+    private func location(of key: [UInt8]) -> RecordLocation {
+        let hash = key.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+        return RecordLocation(segmentID: 1 + hash % 7, offset: 64 + hash % 1_000_000, length: 40)
+    }
 
-    private func insert(_ index: KeyIndex, _ key: [UInt8]) { key.withUnsafeBytes { _ = index.upsert($0, location) } }
+    private func insert(_ index: KeyIndex, _ key: [UInt8]) { key.withUnsafeBytes { _ = index.upsert($0, location(of: key)) } }
     private func remove(_ index: KeyIndex, _ key: [UInt8]) { key.withUnsafeBytes { _ = index.remove($0) } }
 
     private func walk(_ index: KeyIndex, _ span: KeySpan, descending: Bool, limit: Int = .max) -> [[UInt8]] {
@@ -17,6 +21,19 @@ final class OrderedIndexTests: XCTestCase {
         index.walk(span, descending: descending) { key in
             keys.append(Array(key))
             return keys.count < limit
+        }
+        return keys
+    }
+
+    /// ``KeyIndex/walkLocations(_:descending:limit:_:)``: its keys (up to `limit`, or until the
+    /// body stops it after `stopAfter`), each checked against the key's own location.
+    private func walkLocations(_ index: KeyIndex, _ span: KeySpan, descending: Bool, limit: Int, stopAfter: Int = .max) -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        index.walkLocations(span, descending: descending, limit: limit) { key, found in
+            XCTAssertLessThan(keys.count, min(limit, stopAfter), "called past its limit or after the body stopped it")
+            XCTAssertEqual(found, location(of: Array(key)))
+            keys.append(Array(key))
+            return keys.count < stopAfter
         }
         return keys
     }
@@ -85,6 +102,10 @@ final class OrderedIndexTests: XCTestCase {
             let want = expected(sorted, span, descending: descending)
             if walk(index, span, descending: descending) != want { wrong += 1 }
             if walk(index, span, descending: descending, limit: limit) != Array(want.prefix(limit)) { wrong += 1 }
+            // Located in batches of 16: limits and stops on either side of a batch's end.
+            if walkLocations(index, span, descending: descending, limit: limit) != Array(want.prefix(limit)) { wrong += 1 }
+            let stop = Int.random(in: 1...40, using: &rng)
+            if walkLocations(index, span, descending: descending, limit: .max, stopAfter: stop) != Array(want.prefix(stop)) { wrong += 1 }
             // Resuming after the last key of a page gives the next page.
             if want.count > limit {
                 let next = walk(index, span.resuming(after: want[limit - 1], descending: descending), descending: descending)
@@ -169,7 +190,7 @@ final class OrderedIndexTests: XCTestCase {
         for seq in 1...20_000 as ClosedRange<UInt64> {
             let key = randomKey(&rng)
             let delete = Int.random(in: 0..<5, using: &rng) == 0
-            _ = key.withUnsafeBytes { index.recover($0, location, seq: seq, isDelete: delete) }
+            _ = key.withUnsafeBytes { index.recover($0, location(of: key), seq: seq, isDelete: delete) }
             latest[key] = (seq, delete)
         }
         index.endRecovery()

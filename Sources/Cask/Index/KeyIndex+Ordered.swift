@@ -1,3 +1,5 @@
+import CCaskCPU
+
 // The key index's ordered view: building it, and the walks in key order over it.
 
 extension KeyIndex {
@@ -24,12 +26,43 @@ extension KeyIndex {
         walkPositions(span, descending: descending) { key, _ in body(key) }
     }
 
-    /// As ``walk(_:descending:_:)``, with each key's location: one probe of the hash table per key,
-    /// which matches the entry by arena position and reads no stored key.
-    package func walkLocations(_ span: KeySpan, descending: Bool, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool) {
-        walkPositions(span, descending: descending) { key, position in
-            let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(position))!
-            return body(key, location(ofSlot: slot))
+    /// Keys whose locations ``walkLocations(_:descending:limit:_:)`` looks up together.
+    static let locatingBatch = 16
+
+    /// As ``walk(_:descending:_:)`` for the first `limit` keys inside `span`, with each key's
+    /// location: one probe of the hash table per key, which matches the entry by arena position
+    /// and reads no stored key. The keys are found first, up to ``locatingBatch`` at a time, each
+    /// key's home group loaded as it is found; then their entries are read, so that the probes'
+    /// cache misses overlap rather than follow one another (a slice of 16 took 6 µs one by one).
+    package func walkLocations(
+        _ span: KeySpan, descending: Bool, limit: Int, _ body: (UnsafeRawBufferPointer, RecordLocation) -> Bool
+    ) {
+        precondition(limit > 0)
+        withUnsafeTemporaryAllocation(of: (position: UInt32, hash: UInt64).self, capacity: Self.locatingBatch) { batch in
+            var found = 0, listed = 0
+            var stopped = false
+            func drain() {
+                for index in 0..<found where !stopped {
+                    let (position, hash) = batch[index]
+                    let key = keyBytes(at: position)
+                    let slot = find(key, hash: hash, matching: .keyPosition(position))!
+                    if !body(key, location(ofSlot: slot)) { stopped = true }
+                }
+                found = 0
+            }
+            walkPositions(span, descending: descending) { key, position in
+                let hash = hasher.hash(key)
+                let home = slots.homeGroup(hash) &* Self.groupWidth  // Safe: below capacity.
+                cask_prefetch_for_read(control + home)
+                cask_prefetch_for_read(table + home)
+                cask_prefetch_for_read(table + home + Self.groupWidth / 2)
+                batch[found] = (position, hash)
+                found += 1
+                listed += 1
+                if found == Self.locatingBatch { drain() }
+                return !stopped && listed < limit
+            }
+            drain()
         }
     }
 

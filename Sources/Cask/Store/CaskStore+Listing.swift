@@ -2,10 +2,9 @@ extension CaskStore {
     /// Keys a listing visits under the index lock at a time: a writer waits at most for one slice
     /// (a few microseconds), whatever the size of the store or of the listing.
     static let listingSlice = 64
-    /// The same for a walk that also looks up each key's location (a probe of the hash table, a
-    /// cache miss, per key): a quarter as many keys, for about as long a hold. With 64, a put
-    /// waiting for a listing with values had a p99 of 52–53 µs in two runs of three (3.3 µs in the
-    /// third); with 16, 8.0–9.5 µs in all three (`scan_put`, alternated builds).
+    /// The same for a walk that also looks up each key's location (a probe of the hash table per
+    /// key, their cache misses overlapped) and its segment's file: a quarter as many keys, a hold
+    /// of 2–3 µs (the median wait of a put that found the lock taken beside `scan_put`'s listings).
     static let locatingSlice = 16
 
     /// The keys in `range`, in byte order (or descending), expired keys excluded.
@@ -129,6 +128,9 @@ struct KeyRangeCursor {
     private(set) var span: KeySpan
     let descending: Bool
     private(set) var finished = false
+    /// Whether this cursor has seen the ordered view built: once built it lasts as long as the
+    /// open store, so later slices take the lock once each, not twice.
+    private var viewBuilt = false
 
     init(_ range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         descending = order.isDescending
@@ -146,11 +148,14 @@ struct KeyRangeCursor {
         var visited = 0
         var last: [UInt8]?
         let span = span, descending = descending
-        try store.ensureOrderedView()
+        if !viewBuilt {
+            try store.ensureOrderedView()
+            viewBuilt = true
+        }
         try store.state.read { (shared) throws(CaskError) in
             if shared.closed { throw CaskError.closed }
             if withLocations {
-                shared.index.walkLocations(span, descending: descending) { key, location in
+                shared.index.walkLocations(span, descending: descending, limit: budget) { key, location in
                     visit(shared, key, location)
                     visited += 1
                     if visited < budget { return true }
