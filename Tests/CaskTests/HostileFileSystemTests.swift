@@ -145,6 +145,13 @@ final class HostileFileSystemTests: XCTestCase {
             XCTAssertEqual(run.status, 1, run.err)
             XCTAssertEqual(run.err, "Error: open store directory failed on \(path): \(cause)\n")
         }
+        // Commands that only read: a loop is named as one (it was "does not exist").
+        let read = try cask(["get", loop, "k"])
+        XCTAssertEqual(read.status, 1, read.err)
+        XCTAssertEqual(read.err, "Error: open store directory failed on \(loop): Too many levels of symbolic links (errno 40)\n")
+        let missing = try cask(["get", dangling, "k"])
+        XCTAssertEqual(missing.status, 1, missing.err)
+        XCTAssertTrue(missing.err.hasPrefix("Error: store directory \(dangling) does not exist"), missing.err)
         XCTAssertFalse(FileManager.default.fileExists(atPath: box.root.appending("no-such-dir")))
     }
 

@@ -100,7 +100,13 @@ public final class CaskStore: Sendable {
         case .some(false):
             throw CaskError.io(operation: "open store", path: directory, errno: .notDirectory)
         case .none:
-            guard options.createIfMissing, !options.readOnly else { throw CaskError.directoryMissing(path: directory) }
+            guard options.createIfMissing, !options.readOnly else {
+                // Missing, or there but not to be reached: a loop of links, a parent this process may not search.
+                do throws(Errno) { try fileSystem.probeDirectory(directory) } catch {
+                    if error != .noEntry { throw CaskError.io(operation: "open store directory", path: directory, errno: error) }
+                }
+                throw CaskError.directoryMissing(path: directory)
+            }
             do throws(Errno) {
                 try fileSystem.makeDirectory(directory, mode: 0o700)
                 try fileSystem.syncDirectory(Self.parent(of: directory))
