@@ -172,7 +172,10 @@ extension CaskStore {
             return location
         }
         guard let location else { return nil }
-        if let hit = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder) as? T { return hit }
+        // Unwrapped before the cast: a miss (nil) cast to an Optional `T` would succeed, as `T`'s nil.
+        if let cached = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder), let hit = cached as? T {
+            return hit
+        }
         guard let bytes = try read(key: key) else { return nil }
         let value = try decodeObject(T.self, from: bytes, key: name, coder: coder)
         cache.insert(value, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: bytes.count)
