@@ -86,4 +86,50 @@ final class ObservationTests: XCTestCase {
         let changes = await session.value
         XCTAssertEqual(changes.map(\.kind), [.put, .put])
     }
+
+    /// A stream opened after the expiring put, or after the store was reopened, still gets the
+    /// `.expire` (issue 23, item 2: it never came); an expiry that passed before the stream
+    /// existed is not news to it. The notice carries the seq of the put that expired.
+    func testExpiryReachesStreamsOpenedAfterThePutAndAfterAReopen() async throws {
+        let dir = TemporaryDirectory("cask-observe-expiry-later")
+        defer { dir.remove() }
+        var store = try CaskStore.open(at: dir.path)
+        try store.put("session", [1], expiresAfter: .milliseconds(150))
+        try store.put("gone", [2], expiresAfter: .milliseconds(1))
+        try await Task.sleep(for: .milliseconds(20))
+        let later = collect(store.changes(prefix: [UInt8]()))
+        try await Task.sleep(for: .milliseconds(500))
+        try store.close()
+        var changes = await later.value
+        XCTAssertEqual(changes.map(\.kind), [.expire])
+        XCTAssertEqual(changes.map { String(decoding: $0.key, as: UTF8.self) }, ["session"])
+        XCTAssertEqual(changes.first?.seq, 1)
+
+        // Written before a close, expiring after the reopen.
+        store = try CaskStore.open(at: dir.path)
+        try store.put("token", [3], expiresAfter: .milliseconds(300))
+        try store.close()
+        store = try CaskStore.open(at: dir.path)
+        let reopened = collect(store.changes(forKey: Array("token".utf8)))
+        try await Task.sleep(for: .milliseconds(700))
+        try store.close()
+        changes = await reopened.value
+        XCTAssertEqual(changes.map(\.kind), [.expire])
+    }
+
+    /// Stale notices (keys overwritten many times with an expiry) do not pile up: the pending
+    /// notices stay within about twice the keys that expire.
+    func testOverwrittenExpiriesDoNotPileUp() throws {
+        var table = ExpiryTable()
+        for seq in 1...50_000 as ClosedRange<UInt64> {
+            let key = Array("k\(seq % 10)".utf8)
+            key.withUnsafeBytes { table.set($0, expiresAt: 1_000_000 + seq, seq: seq) }
+        }
+        XCTAssertLessThanOrEqual(table.pendingNotices, 2 * 10 + 1024 + 1)
+        XCTAssertEqual(table.nextNoticeTime(), 1_000_000 + 49_991)
+        let due = table.takeNotices(dueBy: 2_000_000)
+        XCTAssertEqual(due.map(\.seq), Array(49_991...50_000))
+        XCTAssertNil(table.nextNoticeTime())
+        XCTAssertTrue(table.takeNotices(dueBy: 3_000_000).isEmpty, "each notice is given once")
+    }
 }

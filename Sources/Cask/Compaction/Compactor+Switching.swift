@@ -30,7 +30,7 @@ extension Compactor {
                     let key = Self.key(of: forget, in: keyBytes)
                     if shared.index.remove(key, ifAt: forget.old) {
                         shared.stats.update(UInt64(forget.old.segmentID)) { $0.removeLive(bytes: forget.old.length) }
-                        shared.expiries.set(key, expiresAt: nil)
+                        shared.expiries.remove(key)
                     }
                 }
             }

@@ -406,11 +406,11 @@ package struct StoreRecovery {
         switch result.index.recover(key, location, seq: seq, isDelete: isDelete) {
         case .inserted:
             if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
-            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt) }
+            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt, seq: seq) }
         case .replaced(let old, let wasDelete):
             if !wasDelete { removeLive(old, result: &result, stats: &stats) }
             if !isDelete { stats.liveBytes += Int64(location.length); stats.liveRecords += 1 }
-            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt) }
+            if expiresAt != nil || !result.expiries.isEmpty { result.expiries.set(key, expiresAt: isDelete ? nil : expiresAt, seq: seq) }
         case .superseded:
             break
         }

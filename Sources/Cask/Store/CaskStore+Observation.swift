@@ -19,11 +19,15 @@ extension CaskStore {
 
     /// The changes to `key` from now on, in commit order. The sequence ends when the store closes
     /// or the consumer stops iterating. Changes are buffered without bound for a slow consumer.
+    ///
+    /// `.expire` comes for every expiry that passes while the stream lives, whenever the put that
+    /// set it was made — before the stream, or before the store was last opened.
     public func changes(forKey key: some Collection<UInt8>) -> AsyncStream<Change> {
         observe(ObserverRegistry.Filter(bytes: Array(key), isPrefix: false))
     }
 
-    /// The changes to every key starting with `prefix` (all keys for an empty prefix).
+    /// The changes to every key starting with `prefix` (all keys for an empty prefix), as
+    /// ``changes(forKey:)`` delivers them.
     public func changes(prefix: some Collection<UInt8>) -> AsyncStream<Change> {
         observe(ObserverRegistry.Filter(bytes: Array(prefix), isPrefix: true))
     }
@@ -31,9 +35,15 @@ extension CaskStore {
     private func observe(_ filter: ObserverRegistry.Filter) -> AsyncStream<Change> {
         let (stream, continuation) = AsyncStream<Change>.makeStream()
         let registry = observers
+        let wasActive = registry.isActive
+        if !wasActive {
+            // Expiries that passed while nobody watched are not news to a new stream.
+            state.write { shared in _ = shared.expiries.takeNotices(dueBy: Self.nowMilliseconds()) }
+        }
         let id = registry.add(filter, continuation)
         continuation.onTermination = { _ in registry.remove(id) }
         if isClosed.load(ordering: .acquiring) { continuation.finish() }
+        if let next = state.write({ $0.expiries.nextNoticeTime() }) { scheduleExpiryNotices(at: next) }
         return stream
     }
 
@@ -42,25 +52,36 @@ extension CaskStore {
     func publish(_ kind: Change.Kind, key: UnsafeRawBufferPointer, seq: UInt64, expiresAt: UInt64?, location: RecordLocation) {
         guard observers.isActive else { return }
         observers.publish(Change(kind: kind, key: Array(key), seq: seq))
-        if let expiresAt, kind == .put { scheduleExpiryNotice(key: Array(key), seq: seq, location: location, at: expiresAt) }
+        if let expiresAt, kind == .put { scheduleExpiryNotices(at: expiresAt) }
     }
 
-    /// Delivers `.expire` for `key` once its record at `location` expires, if it is still the latest.
-    private func scheduleExpiryNotice(key: [UInt8], seq: UInt64, location: RecordLocation, at expiresAt: UInt64) {
-        let delay = expiresAt > Self.nowMilliseconds() ? Int(expiresAt - Self.nowMilliseconds()) : 0
-        let registry = observers, state = state, writer = writer
-        background.asyncAfter(deadline: .now() + .milliseconds(delay + 1)) {
-            // Under the writer mutex, so that no write slips between the check and the notice.
-            writer?.withLock { w in
-                guard !w.closed else { return }
-                let stillExpiring = key.withUnsafeBytes { key in
-                    state.read { shared in
-                        shared.index.lookup(key) == location && shared.expiries.isExpired(key, now: CaskStore.nowMilliseconds())
-                    }
+    /// Makes sure the expiry notices due at `time` go out then (within a few milliseconds): one
+    /// timer at a time, for the earliest notice due, while any stream lives.
+    private func scheduleExpiryNotices(at time: UInt64) {
+        let sooner = expiryTimer.withLock { (scheduled: inout UInt64?) -> Bool in
+            if let scheduled, scheduled <= time { return false }
+            scheduled = time
+            return true
+        }
+        guard sooner else { return }
+        let now = Self.nowMilliseconds()
+        let delay = time > now ? Int(min(time - now, UInt64(Int32.max))) : 0
+        let registry = observers, state = state, writer = writer, timer = expiryTimer
+        background.asyncAfter(deadline: .now() + .milliseconds(delay + 1)) { [weak self] in
+            // Under the writer mutex (when there is one), so that no write slips between the check
+            // of the table and the notices: changes go out in seq order.
+            func giveNotices() -> UInt64? {
+                let (due, next) = state.write { shared -> ([(key: [UInt8], seq: UInt64)], UInt64?) in
+                    if shared.closed { return ([], nil) }
+                    let due = shared.expiries.takeNotices(dueBy: CaskStore.nowMilliseconds())
+                    return (due, shared.expiries.nextNoticeTime())
                 }
-                // The index still points at the record the notice was scheduled for.
-                if stillExpiring { registry.publish(Change(kind: .expire, key: key, seq: seq)) }
+                for notice in due { registry.publish(Change(kind: .expire, key: notice.key, seq: notice.seq)) }
+                return next
             }
+            let next = writer.map { writer in writer.withLock { w in w.closed ? nil : giveNotices() } } ?? giveNotices()
+            timer.withLock { scheduled in if scheduled == time { scheduled = nil } }
+            if let next, registry.isActive { self?.scheduleExpiryNotices(at: next) }
         }
     }
 }

@@ -38,6 +38,8 @@ public final class CaskStore: Sendable {
     let flushTimer = Mutex<DispatchSourceTimerBox?>(nil)
     /// The live `changes(…)` streams.
     let observers = ObserverRegistry()
+    /// When the timer that gives the next expiry notices fires (nil: none is set).
+    let expiryTimer = Lock<UInt64?>(nil)
     /// Held for the whole of a compaction: one runs at a time, and `close()` waits for it.
     let compactionGate = Lock(false)
     /// The object API's coder pools and decoded-object cache (Objects/).
