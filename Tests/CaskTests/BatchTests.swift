@@ -122,4 +122,71 @@ final class BatchTests: XCTestCase {
         XCTAssertEqual(try CaskStore.verify(at: dir.path).isClean, true)
         try reopened.close()
     }
+
+    /// `set(_:forKey:)` in a batch encodes with the coder of the store it is written to, as
+    /// `store.set` would (issue 23, item 4); a value that does not encode fails the whole batch
+    /// before a byte is written.
+    func testBatchSetsCodableValuesWithTheStoresCoder() throws {
+        for coder in [ObjectCoder.binary, .json] {
+            let dir = TemporaryDirectory("cask-batch-set")
+            defer { dir.remove() }
+            var options = options()
+            options.objects.coder = coder
+            let store = try CaskStore.open(at: dir.path, options: options)
+            var batch = WriteBatch()
+            batch.set(Profile.sample(1), forKey: "drafts/ada/1001")
+            batch.put("raw", [1, 2])
+            batch.set(["a", "b"], forKey: "tags", expiresAfter: .seconds(3600))
+            try store.write(batch)
+            XCTAssertEqual(try store.get(Profile.self, forKey: "drafts/ada/1001"), Profile.sample(1))
+            XCTAssertEqual(try store.get([String].self, forKey: "tags"), ["a", "b"])
+            try store.set(Profile.sample(1), forKey: "direct")
+            if coder == .binary {
+                XCTAssertEqual(try store.get("drafts/ada/1001"), try store.get("direct"), "the bytes store.set writes")
+            } else {  // JSONEncoder's field order varies from call to call
+                XCTAssertEqual(try store.get("drafts/ada/1001")?.first, UInt8(ascii: "{"), "JSON, the store's coder")
+            }
+            XCTAssertNotNil(try store.entry(Array("tags".utf8))?.expiresAtMilliseconds)
+
+            var refused = WriteBatch()
+            refused.put("before", [1])
+            refused.set(Double.nan, forKey: "not-json")  // JSON has no NaN; the binary coder stores it
+            if coder == .json {
+                XCTAssertThrowsError(try store.write(refused)) { error in
+                    guard case .objectEncodingFailed(let key, _, _, _) = error as? CaskError else { return XCTFail("\(error)") }
+                    XCTAssertEqual(key, "not-json")
+                }
+                XCTAssertNil(try store.get("before"), "nothing of a refused batch is written")
+            } else {
+                try store.write(refused)
+                XCTAssertEqual(try store.get(Double.self, forKey: "not-json")?.isNaN, true)
+            }
+            try store.close()
+        }
+    }
+
+    /// `delete(prefix:)` removes one user's drafts in one batch and leaves every other key (item 9).
+    func testDeletePrefixIsOneBatch() throws {
+        let dir = TemporaryDirectory("cask-batch-delete-prefix")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: options())
+        for i in 0..<300 {
+            try store.put("drafts/ada/\(i)", [1])
+            try store.put("drafts/bob/\(i)", [2])
+        }
+        try store.put("drafts/ada", [3])  // not under "drafts/ada/"
+        let before = try store.statistics().segments.reduce(0) { $0 + $1.records }
+        XCTAssertEqual(try store.delete(prefix: "drafts/ada/"), 300)
+        XCTAssertEqual(try store.count(prefix: Array("drafts/ada/".utf8)), 0)
+        XCTAssertEqual(try store.count(prefix: Array("drafts/bob/".utf8)), 300)
+        XCTAssertEqual(try store.get("drafts/ada"), [3])
+        // 300 tombstones and one commit record: a batch.
+        XCTAssertEqual(try store.statistics().segments.reduce(0) { $0 + $1.records } - before, 301)
+        XCTAssertEqual(try store.delete(prefix: "drafts/ada/"), 0, "nothing left to delete writes nothing")
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        XCTAssertEqual(try reopened.count(prefix: Array("drafts/ada/".utf8)), 0)
+        XCTAssertEqual(try reopened.count(prefix: Array("drafts/bob/".utf8)), 300)
+        try reopened.close()
+    }
 }

@@ -147,6 +147,23 @@ final class ObjectsStoreTests: XCTestCase {
         }
     }
 
+    /// Typed keys can expire (issue 23, item 5): the key then reads as its default.
+    func testTypedKeysExpire() async throws {
+        let dir = TemporaryDirectory("cask-objects-keys-expire")
+        defer { dir.remove() }
+        let store = try open(dir)
+        try store.set(Profile.sample(3), for: .currentUser, expiresAfter: .milliseconds(100))
+        try store.set(7, for: .launchCount, expiresAfter: .seconds(3600))
+        XCTAssertEqual(store[.currentUser], Profile.sample(3))
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertNil(store[.currentUser])
+        XCTAssertFalse(try store.contains("current-user"))
+        XCTAssertEqual(store[.launchCount], 7)
+        try store.set(nil, for: .currentUser, expiresAfter: .seconds(1))  // nil deletes, as without an expiry
+        XCTAssertNil(store[.currentUser])
+        try store.close()
+    }
+
     func testValuesUnderAPrefix() throws {
         let dir = TemporaryDirectory("cask-objects-prefix")
         let store = try open(dir, cache: .entries(100))

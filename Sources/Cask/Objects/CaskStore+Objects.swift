@@ -58,6 +58,22 @@ extension CaskStore {
         }
     }
 
+    /// `value` encoded with the store's coder, as ``set(_:forKey:coder:)`` would store it for `key`.
+    func encodeObject<T: Encodable>(_ value: T, forKey key: String) throws(CaskError) -> [UInt8] {
+        let coder = options.objects.coder
+        guard coder == .binary else {
+            do { return Array(try Self.foundationEncode(value, coder)) } catch {
+                throw Self.objectError(error, key: key, type: T.self, decoding: false)
+            }
+        }
+        return try objects.withEncoder { (core) throws(CaskError) in
+            do { try core.encode(value) } catch {
+                throw Self.objectError(error, key: key, type: T.self, decoding: false)
+            }
+            return core.writer.withUnsafeBytes { Array($0) }
+        }
+    }
+
     // MARK: Reading
 
     /// The value of `key` decoded as `T` with `coder` (default: the store's), or nil when the key is
@@ -143,6 +159,17 @@ extension CaskStore {
             try delete(key.name)
         } else {
             try set(value, forKey: key.name, coder: key.coder)
+        }
+    }
+
+    /// Sets `key` to `value` until `duration` from now (wall-clock): from then on it reads as its
+    /// default, across reopens, and observers get `.expire`. For an optional value, `nil` deletes
+    /// the key. Throws as ``set(_:forKey:expiresAfter:coder:)``.
+    public func set<Value>(_ value: Value, for key: Key<Value>, expiresAfter duration: Duration) throws(CaskError) {
+        if let optional = value as? any ObjectOptionalValue, optional.isNone {
+            try delete(key.name)
+        } else {
+            try set(value, forKey: key.name, expiresAfter: duration, coder: key.coder)
         }
     }
 

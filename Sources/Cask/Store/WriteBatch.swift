@@ -21,6 +21,9 @@ public struct WriteBatch: Sendable {
     }
 
     private(set) var operations: [Operation] = []
+    /// The operations of ``set(_:forKey:expiresAfter:)``, whose values are encoded with the store's
+    /// coder when the batch is written: the position of each one's (empty) put, and its encoding.
+    private var objects: [(position: Int, encode: @Sendable (CaskStore) throws(CaskError) -> [UInt8])] = []
 
     public init() {}
 
@@ -53,6 +56,28 @@ public struct WriteBatch: Sendable {
     public mutating func delete(_ key: String) {
         delete(key.utf8)
     }
+
+    /// Sets `key` to `value`, encoded with the coder of the store the batch is written to (its
+    /// ``CaskStore/ObjectOptions/coder``), as ``CaskStore/set(_:forKey:coder:)`` would: at
+    /// ``CaskStore/write(_:)``, which throws ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)``
+    /// and writes nothing of the batch when a value does not encode.
+    public mutating func set<T: Encodable & Sendable>(_ value: T, forKey key: String, expiresAfter duration: Duration? = nil) {
+        let expiresAt = duration.map { CaskStore.nowMilliseconds() + $0.clampedMilliseconds }
+        objects.append((operations.count, { (store) throws(CaskError) in try store.encodeObject(value, forKey: key) }))
+        operations.append(.put(key: Array(key.utf8), value: [], expiresAt: expiresAt))
+    }
+
+    /// The batch with the values of its ``set(_:forKey:expiresAfter:)`` operations encoded for `store`.
+    func encodingObjects(for store: CaskStore) throws(CaskError) -> WriteBatch {
+        guard !objects.isEmpty else { return self }
+        var encoded = self
+        encoded.objects = []
+        for object in objects {
+            guard case .put(let key, _, let expiresAt) = operations[object.position] else { preconditionFailure("a set is a put") }
+            encoded.operations[object.position] = .put(key: key, value: try object.encode(store), expiresAt: expiresAt)
+        }
+        return encoded
+    }
 }
 
 extension CaskStore {
@@ -64,6 +89,7 @@ extension CaskStore {
     /// `fdatasync` (`.fsync`). Readers see the batch all at once. Durable on return as for `put`.
     /// Every key and value is checked first: one that is refused fails the whole batch, unwritten.
     public func write(_ batch: WriteBatch) throws(CaskError) {
+        let batch = try batch.encodingObjects(for: self)
         for operation in batch.operations {
             switch operation {
             case .put(let key, let value, _):
@@ -80,5 +106,33 @@ extension CaskStore {
         let worstCase = batch.worstCaseLength
         guard worstCase <= segmentLimit else { throw CaskError.valueTooLarge(length: Int(worstCase), limit: Int(segmentLimit)) }
         _ = try append(batch)
+    }
+}
+
+extension CaskStore {
+    /// Deletes every key in `range` in one batch (``write(_:)``): readers, and the store after a
+    /// crash, see all of them gone or none. Returns how many keys it deleted.
+    ///
+    /// The keys are those live when the range is listed (``keys(in:after:limit:order:)``); a key
+    /// created after that is kept, one overwritten after it is deleted. O(log n + k) to list the k
+    /// keys, then one batch of k tombstones; the keys are held in memory meanwhile.
+    @discardableResult
+    public func delete(in range: KeyRange) throws(CaskError) -> Int {
+        var batch = WriteBatch()
+        try forEachKey(in: range) { key in batch.delete(key) }
+        try write(batch)
+        return batch.count
+    }
+
+    /// Deletes every key that starts with `prefix`, as one batch: ``delete(in:)`` of `.prefix(prefix)`.
+    @discardableResult
+    public func delete(prefix: some Sequence<UInt8>) throws(CaskError) -> Int {
+        try delete(in: .prefix(prefix))
+    }
+
+    /// Deletes every key that starts with `prefix` (its UTF-8 bytes), as one batch.
+    @discardableResult
+    public func delete(prefix: String) throws(CaskError) -> Int {
+        try delete(in: .prefix(prefix))
     }
 }
