@@ -147,6 +147,25 @@ final class ObjectsStoreTests: XCTestCase {
         }
     }
 
+    /// One rule for nil (issue 23, item 7): `set(nil)` deletes, by typed key, by name or in a batch
+    /// (by name it wrote a null record that `contains` and `count` counted).
+    func testNilDeletesEverywhere() throws {
+        let dir = TemporaryDirectory("cask-objects-nil")
+        defer { dir.remove() }
+        let store = try open(dir)
+        try store.set(Profile.sample(1), forKey: "user")
+        try store.set(Profile?.none, forKey: "user")
+        XCTAssertFalse(try store.contains("user"))
+        XCTAssertEqual(try store.count(in: .all), 0)
+        XCTAssertNil(try store.get(Profile?.self, forKey: "user"))
+        try store.set(Profile.sample(2), forKey: "user")
+        var batch = WriteBatch()
+        batch.set(Profile?.none, forKey: "user")
+        try store.write(batch)
+        XCTAssertFalse(try store.contains("user"))
+        try store.close()
+    }
+
     /// Typed keys can expire (issue 23, item 5): the key then reads as its default.
     func testTypedKeysExpire() async throws {
         let dir = TemporaryDirectory("cask-objects-keys-expire")

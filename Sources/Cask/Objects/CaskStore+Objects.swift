@@ -11,7 +11,8 @@ import Foundation
 extension CaskStore {
     // MARK: Writing
 
-    /// Sets `key` to `value`, encoded with `coder` (default: the store's).
+    /// Sets `key` to `value`, encoded with `coder` (default: the store's). An optional `value` that
+    /// is `nil` deletes the key instead, as for typed keys (``set(_:for:)``).
     ///
     /// Durable on return as the store's ``Durability`` says. Throws
     /// ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)`` — nothing written — when the
@@ -34,6 +35,12 @@ extension CaskStore {
     }
 
     private func set<T: Encodable>(_ value: T, forKey key: String, coder: ObjectCoder?, expiresAt: UInt64?) throws(CaskError) {
+        // One rule for nil, as for typed keys: an optional that holds nothing deletes the key
+        // (it wrote a null record, which `contains` and `count` then counted).
+        if let optional = value as? any ObjectOptionalValue, optional.isNone {
+            try delete(key)
+            return
+        }
         let coder = coder ?? options.objects.coder
         guard coder == .binary else {
             let data: Data

@@ -61,7 +61,9 @@ public struct WriteBatch: Sendable {
     /// ``CaskStore/ObjectOptions/coder``), as ``CaskStore/set(_:forKey:coder:)`` would: at
     /// ``CaskStore/write(_:)``, which throws ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)``
     /// and writes nothing of the batch when a value does not encode.
+    /// An optional `value` that is `nil` deletes the key, as `store.set` does.
     public mutating func set<T: Encodable & Sendable>(_ value: T, forKey key: String, expiresAfter duration: Duration? = nil) {
+        if let optional = value as? any ObjectOptionalValue, optional.isNone { return delete(key) }
         let expiresAt = duration.map { CaskStore.nowMilliseconds() + $0.clampedMilliseconds }
         objects.append((operations.count, { (store) throws(CaskError) in try store.encodeObject(value, forKey: key) }))
         operations.append(.put(key: Array(key.utf8), value: [], expiresAt: expiresAt))
