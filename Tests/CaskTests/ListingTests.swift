@@ -142,6 +142,39 @@ final class ListingTests: XCTestCase {
         XCTAssertEqual(Array(Set(problems)), [])
         try store.close()
     }
+
+    /// Every key and prefix parameter takes a `String` too (issue 23, item 3), with the same
+    /// answers as its bytes; listings by a `String` prefix return `String` keys.
+    func testStringKeysAndPrefixesEverywhere() async throws {
+        let dir = TemporaryDirectory("cask-listing-strings")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path)
+        let drafts = store.changes(prefix: "drafts/000007/")
+        let token = store.changes(forKey: "session/token")
+        for i in [3, 1, 2] { try store.put("drafts/000007/\(i)", Array("draft \(i)".utf8)) }
+        try store.put("drafts/000008/1", [8])
+        try store.put("session/token", [1], expiresAfter: .seconds(60))
+        let keys: [String] = try store.keys(prefix: "drafts/000007/")
+        XCTAssertEqual(keys, ["drafts/000007/1", "drafts/000007/2", "drafts/000007/3"])
+        XCTAssertEqual(try store.keys(prefix: "drafts/000007/", after: "drafts/000007/3", order: .descending), ["drafts/000007/2", "drafts/000007/1"])
+        XCTAssertEqual(try store.keys(prefix: "drafts/000007/", limit: 1), ["drafts/000007/1"])
+        XCTAssertEqual(try store.count(prefix: "drafts/000007/"), 3)
+        var visited: [String] = []
+        try store.forEach(prefix: "drafts/000007/", order: .descending) { key, _ in visited.append(String(decoding: key, as: UTF8.self)) }
+        XCTAssertEqual(visited, keys.reversed())
+        var entries = try store.entries(prefix: "drafts/000007/")
+        XCTAssertEqual(try entries.next()?.value, Array("draft 1".utf8))
+        let entry = try XCTUnwrap(try store.entry("session/token"))
+        XCTAssertEqual(entry.value, [1])
+        XCTAssertNotNil(entry.expiresAtMilliseconds)
+        try store.close()
+        var seen: [String] = []
+        for await change in drafts { seen.append(String(decoding: change.key, as: UTF8.self)) }
+        XCTAssertEqual(seen, ["drafts/000007/3", "drafts/000007/1", "drafts/000007/2"])
+        var tokenChanges = 0
+        for await _ in token { tokenChanges += 1 }
+        XCTAssertEqual(tokenChanges, 1)
+    }
 }
 
 import Synchronization
