@@ -166,6 +166,28 @@ final class ObjectsStoreTests: XCTestCase {
         try store.close()
     }
 
+    /// An unreadable value that the subscript reads as the default is reported, never silent
+    /// (issue 23, item 6); an absent key is not.
+    func testTheSubscriptReportsWhatItCouldNotRead() throws {
+        let dir = TemporaryDirectory("cask-objects-unreadable")
+        defer { dir.remove() }
+        let reported = Mutex<[(String, CaskError)]>([])
+        var options = CaskStore.Options()
+        options.objects.onUnreadableValue = { key, error in reported.withLock { $0.append((key, error)) } }
+        let store = try CaskStore.open(at: dir.path, options: options)
+        XCTAssertEqual(store[.launchCount], 0)
+        XCTAssertTrue(reported.withLock { $0.isEmpty }, "absent is not unreadable")
+        try store.put("launch-count", Array("not a number".utf8))
+        XCTAssertEqual(store[.launchCount], 0)
+        try store.close()
+        XCTAssertEqual(store[.launchCount], 0)
+        let calls = reported.withLock { $0 }
+        XCTAssertEqual(calls.map(\.0), ["launch-count", "launch-count"])
+        guard case .objectDecodingFailed(let key, let type, _, _) = calls.first?.1 else { return XCTFail("\(calls)") }
+        XCTAssertEqual([key, type], ["launch-count", "Int"])
+        XCTAssertEqual(calls.last?.1, .closed)
+    }
+
     /// Typed keys can expire (issue 23, item 5): the key then reads as its default.
     func testTypedKeysExpire() async throws {
         let dir = TemporaryDirectory("cask-objects-keys-expire")

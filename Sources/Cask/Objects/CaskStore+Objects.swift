@@ -146,10 +146,14 @@ extension CaskStore {
 
     /// The value of `key`, or its default when absent.
     ///
-    /// Never throws: a record that cannot be read or decoded also reads as the default. Use
-    /// ``value(for:)`` to tell those apart, and ``set(_:for:)`` to write.
+    /// Never throws: a record that cannot be read or decoded also reads as the default, and is
+    /// reported (``ObjectOptions/onUnreadableValue``; by default the first time per key on standard
+    /// error). Use ``value(for:)`` to handle those as errors, and ``set(_:for:)`` to write.
     public subscript<Value>(key: Key<Value>) -> Value {
-        (try? value(for: key)) ?? key.defaultValue
+        do { return try value(for: key) } catch {
+            objects.reportUnreadable(key.name, error)
+            return key.defaultValue
+        }
     }
 
     /// The value of `key`, or its default when absent. Throws as ``get(_:forKey:coder:)``.

@@ -6,6 +6,14 @@ extension CaskStore {
         public var coder: ObjectCoder = .binary
         /// A cache of decoded values, or nil (the default) for none. See ``ObjectCacheLimit``.
         public var cache: ObjectCacheLimit?
+        /// Called when a typed key's subscript (`store[key]`, which cannot throw) reads the key's
+        /// default because its value could not be read — a record that no longer decodes (a model
+        /// change the coding cannot bridge), a damaged record, a closed store — with the key's name
+        /// and the error ``CaskStore/value(for:)`` throws. An absent key reads as its default without
+        /// a call. Nil (the default): the first failure of each key is written to standard error,
+        /// so that it is never silent; an app that handles them sets its own (a log, a metric, an
+        /// `assertionFailure` in debug builds).
+        public var onUnreadableValue: (@Sendable (_ key: String, _ error: CaskError) -> Void)?
 
         public init(coder: ObjectCoder = .binary, cache: ObjectCacheLimit? = nil) {
             self.coder = coder

@@ -11,8 +11,20 @@ final class ObjectSupport: Sendable {
     /// Idle coders kept per pool.
     static let poolLimit = 8
 
+    private let onUnreadableValue: (@Sendable (String, CaskError) -> Void)?
+    /// Keys whose unreadable value was written to standard error (by the default handler).
+    private let reportedUnreadable = Lock<Set<String>>([])
+
     init(_ options: CaskStore.ObjectOptions) {
         cache = options.cache.map { ObjectCache(limit: $0) }
+        onUnreadableValue = options.onUnreadableValue
+    }
+
+    /// A typed key's subscript read `key`'s default because of `error` (``CaskStore/ObjectOptions/onUnreadableValue``).
+    func reportUnreadable(_ key: String, _ error: CaskError) {
+        if let onUnreadableValue { return onUnreadableValue(key, error) }
+        guard reportedUnreadable.withLock({ $0.insert(key).inserted }) else { return }
+        FileHandle.standardError.write(Data("Cask: store[\"\(key)\"] reads its default: \(error)\n".utf8))
     }
 
     func withEncoder<R, E: Error>(_ body: (BinaryEncoderCore) throws(E) -> R) throws(E) -> R {
