@@ -132,4 +132,56 @@ final class ObservationTests: XCTestCase {
         XCTAssertNil(table.nextNoticeTime())
         XCTAssertTrue(table.takeNotices(dueBy: 3_000_000).isEmpty, "each notice is given once")
     }
+
+    /// `observe` yields the value now, then after every change — put, delete, expiry — with no gap
+    /// between the first read and the changes (issue 23, item 11), and ends when the store closes.
+    func testObserveYieldsTheCurrentValueThenEveryChange() async throws {
+        let dir = TemporaryDirectory("cask-observe-value")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path)
+        try store.set(Profile.sample(1), forKey: "current-user")
+        var values = store.observe(Profile.self, forKey: "current-user").makeAsyncIterator()
+        var next = try await values.next()
+        XCTAssertEqual(next, .some(Profile.sample(1)), "the value when observing began")
+        try store.set(Profile.sample(2), forKey: "current-user")
+        next = try await values.next()
+        XCTAssertEqual(next, .some(Profile.sample(2)))
+        try store.delete("current-user")
+        next = try await values.next()
+        XCTAssertEqual(next, .some(nil))
+        try store.set(Profile.sample(3), forKey: "current-user", expiresAfter: .milliseconds(50))
+        next = try await values.next()
+        XCTAssertEqual(next, .some(Profile.sample(3)))
+        next = try await values.next()
+        XCTAssertEqual(next, .some(nil), "expired")
+        // A value that does not decode ends the stream with the error.
+        try store.put("current-user", Array("not a profile".utf8))
+        do {
+            _ = try await values.next()
+            XCTFail("a value that does not decode ends the stream")
+        } catch {
+            guard case .objectDecodingFailed = error as? CaskError else { return XCTFail("\(error)") }
+        }
+        // Writers racing the start: every stream's first value or a later one shows each write.
+        var streams: [AsyncThrowingStream<Int?, any Error>] = []
+        let writer = Task.detached {
+            for i in 1...200 { try store.set(i, forKey: "counter") }
+        }
+        for _ in 0..<20 { streams.append(store.observe(Int.self, forKey: "counter")) }
+        try await writer.value
+        for stream in streams {
+            var last: Int?? = nil
+            for try await value in stream {
+                last = value
+                if value == 200 { break }
+            }
+            XCTAssertEqual(last, .some(200), "every stream comes to the last write")
+        }
+        // Closing the store ends a stream.
+        let ending = store.observe(Int.self, forKey: "counter")
+        try store.close()
+        var count = 0
+        for try await _ in ending { count += 1 }
+        XCTAssertEqual(count, 1, "the first value, then the end")
+    }
 }

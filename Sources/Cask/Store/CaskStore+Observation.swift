@@ -18,22 +18,33 @@ extension CaskStore {
     }
 
     /// The changes to `key` from now on, in commit order. The sequence ends when the store closes
-    /// or the consumer stops iterating. Changes are buffered without bound for a slow consumer.
+    /// or the consumer stops iterating.
+    ///
+    /// `bufferingPolicy` says what a consumer slower than the writers gets: every change, buffered
+    /// without bound (the default), or only the oldest or newest n changes not yet consumed. Writers
+    /// never wait for a consumer. To follow a value rather than its changes, see
+    /// ``observe(_:forKey:coder:)``.
     ///
     /// `.expire` comes for every expiry that passes while the stream lives, whenever the put that
     /// set it was made — before the stream, or before the store was last opened.
-    public func changes(forKey key: some Collection<UInt8>) -> AsyncStream<Change> {
-        observe(ObserverRegistry.Filter(bytes: Array(key), isPrefix: false))
+    public func changes(
+        forKey key: some Collection<UInt8>, bufferingPolicy: AsyncStream<Change>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<Change> {
+        observe(ObserverRegistry.Filter(bytes: Array(key), isPrefix: false), bufferingPolicy)
     }
 
     /// The changes to every key starting with `prefix` (all keys for an empty prefix), as
-    /// ``changes(forKey:)`` delivers them.
-    public func changes(prefix: some Collection<UInt8>) -> AsyncStream<Change> {
-        observe(ObserverRegistry.Filter(bytes: Array(prefix), isPrefix: true))
+    /// ``changes(forKey:bufferingPolicy:)`` delivers them.
+    public func changes(
+        prefix: some Collection<UInt8>, bufferingPolicy: AsyncStream<Change>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<Change> {
+        observe(ObserverRegistry.Filter(bytes: Array(prefix), isPrefix: true), bufferingPolicy)
     }
 
-    private func observe(_ filter: ObserverRegistry.Filter) -> AsyncStream<Change> {
-        let (stream, continuation) = AsyncStream<Change>.makeStream()
+    private func observe(
+        _ filter: ObserverRegistry.Filter, _ bufferingPolicy: AsyncStream<Change>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<Change> {
+        let (stream, continuation) = AsyncStream<Change>.makeStream(bufferingPolicy: bufferingPolicy)
         let registry = observers
         let wasActive = registry.isActive
         if !wasActive {

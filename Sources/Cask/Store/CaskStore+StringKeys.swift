@@ -45,13 +45,13 @@ extension CaskStore {
         try entry(key.utf8)
     }
 
-    /// The changes to `key` (its UTF-8 bytes): ``changes(forKey:)-(Collection<UInt8>)``.
-    public func changes(forKey key: String) -> AsyncStream<Change> {
-        changes(forKey: key.utf8)
+    /// The changes to `key` (its UTF-8 bytes): ``changes(forKey:bufferingPolicy:)-(Collection<UInt8>,_)``.
+    public func changes(forKey key: String, bufferingPolicy: AsyncStream<Change>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<Change> {
+        changes(forKey: key.utf8, bufferingPolicy: bufferingPolicy)
     }
 
-    /// The changes to every key starting with `prefix` (its UTF-8 bytes): ``changes(prefix:)-(Collection<UInt8>)``.
-    public func changes(prefix: String) -> AsyncStream<Change> {
-        changes(prefix: prefix.utf8)
+    /// The changes to every key starting with `prefix` (its UTF-8 bytes): ``changes(prefix:bufferingPolicy:)-(Collection<UInt8>,_)``.
+    public func changes(prefix: String, bufferingPolicy: AsyncStream<Change>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<Change> {
+        changes(prefix: prefix.utf8, bufferingPolicy: bufferingPolicy)
     }
 }
