@@ -86,8 +86,8 @@ extension CaskStore {
     ///
     /// The same keys, order, values and errors as `forEach(in:after:order:_:)`; each entry's key
     /// and value are copied into arrays (two allocations per entry). While the iterator lives it
-    /// holds the segment file it is reading, whose disk space a compaction then cannot give back
-    /// yet: let it go when done.
+    /// holds the segment files of the slice it is reading (at most 16), whose disk space a
+    /// compaction then cannot give back yet: let it go when done.
     public func entries(in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending) throws(CaskError) -> EntryIterator {
         if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
         return EntryIterator(scan: EntryScan(store: self, range: range, after: after, order: order))
