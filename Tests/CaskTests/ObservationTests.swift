@@ -184,4 +184,20 @@ final class ObservationTests: XCTestCase {
         for try await _ in ending { count += 1 }
         XCTAssertEqual(count, 1, "the first value, then the end")
     }
+
+    /// In `.buffered` mode the first value and the later ones come out of the write buffer (reading
+    /// them under the writer mutex, as the first version did, deadlocked).
+    func testObserveAValueStillInTheWriteBuffer() async throws {
+        let dir = TemporaryDirectory("cask-observe-buffered")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: CaskStore.Options(durability: .buffered))
+        try store.set(41, forKey: "answer")
+        var values = store.observe(Int.self, forKey: "answer").makeAsyncIterator()
+        var next = try await values.next()
+        XCTAssertEqual(next, .some(41))
+        try store.set(42, forKey: "answer")
+        next = try await values.next()
+        XCTAssertEqual(next, .some(42))
+        try store.close()
+    }
 }

@@ -7,10 +7,11 @@ extension CaskStore {
     /// for try await user in store.observe(Profile.self, forKey: "current-user") { show(user) }
     /// ```
     ///
-    /// **No gap.** The stream subscribes to the key's changes and reads its first value under the
-    /// writer mutex, so that no write can fall between them: every write after the first value
-    /// yields again. Each later value is read when its change is processed, so a consumer that falls
-    /// behind may see the same (newest) value more than once, never an older one after a newer.
+    /// **No gap.** The stream subscribes to the key's changes before it reads the first value: a
+    /// write is in the index before its change goes out, so each write is in the first value or
+    /// yields again after it (or both). Each later value is read when its change is processed, so a
+    /// consumer that falls behind may see the same (newest) value more than once, never an older one
+    /// after a newer.
     ///
     /// **Buffering.** Changes wait, without bound, for the reads that turn them into values; values
     /// are buffered for the consumer by `bufferingPolicy` (default: every one; `.bufferingNewest(1)`
@@ -24,14 +25,8 @@ extension CaskStore {
         bufferingPolicy: AsyncThrowingStream<T?, any Error>.Continuation.BufferingPolicy = .unbounded
     ) -> AsyncThrowingStream<T?, any Error> {
         let (values, continuation) = AsyncThrowingStream<T?, any Error>.makeStream(bufferingPolicy: bufferingPolicy)
-        func subscribeAndRead() -> (AsyncStream<Change>, Result<T?, CaskError>) {
-            let subscription = self.changes(forKey: key)
-            return (subscription, Result { () throws(CaskError) in try get(T.self, forKey: key, coder: coder) })
-        }
-        // Writes publish their changes under the writer mutex: holding it, no write falls between
-        // the subscription and the first read.
-        let (subscription, first) = writer?.withLock { _ in subscribeAndRead() } ?? subscribeAndRead()
-        switch first {
+        let subscription = changes(forKey: key)
+        switch Result(catching: { () throws(CaskError) in try get(T.self, forKey: key, coder: coder) }) {
         case .success(let value): continuation.yield(value)
         case .failure(let error):
             continuation.finish(throwing: error)
