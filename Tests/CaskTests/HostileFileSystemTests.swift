@@ -180,6 +180,37 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertEqual(try box.outside(), before)
     }
 
+    /// A `COMPACTION` manifest that is a link — to a valid manifest outside the store that retires
+    /// segment 1 — is never followed: no segment is deleted on its word, every command (read-only
+    /// ones too) fails naming it, and nothing outside changes.
+    func testLinkedCompactionManifestIsNotFollowed() throws {
+        let box = try Sandbox()
+        let outsideManifest = box.root.appending("manifest-copy")
+        try Data(CompactionManifest.encode(inputs: [1])).write(to: URL(fileURLWithPath: outsideManifest))
+        let manifest = box.inStore(CompactionManifest.fileName)
+        try symlink(outsideManifest, at: manifest)
+        let before = try box.outside()
+        for readOnly in [false, true] {
+            var options = CaskStore.Options()
+            options.readOnly = readOnly
+            XCTAssertThrowsError(try CaskStore.open(at: box.store, options: options)) { error in
+                XCTAssertEqual(error as? CaskError, .foreignFile(path: manifest, errno: .symbolicLink), "read-only: \(readOnly)")
+            }
+        }
+        for arguments in [["get", box.store, "k1"], ["verify", box.store], ["compact", box.store]] {
+            let run = try cask(arguments)
+            XCTAssertEqual(run.status, 1, "\(arguments): \(run.err)")
+            XCTAssertEqual(run.err, "Error: \(CaskError.foreignFile(path: manifest, errno: .symbolicLink))\n", "\(arguments)")
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: box.inStore(SegmentName.segment(1))), "segment 1 is kept")
+        XCTAssertEqual(try box.outside(), before)
+        // Once the link is gone, the store is as it was.
+        try FileManager.default.removeItem(atPath: manifest)
+        let store = try CaskStore.open(at: box.store)
+        XCTAssertEqual(try store.get("k1"), Array("value of k1".utf8))
+        try store.close()
+    }
+
     /// A hint file linked elsewhere is not read (the open rebuilds the index from the segment),
     /// and nothing is written through the link, compaction included.
     func testLinkedHintIsNeitherReadNorFollowed() throws {
