@@ -200,4 +200,21 @@ final class ObservationTests: XCTestCase {
         XCTAssertEqual(next, .some(42))
         try store.close()
     }
+
+    /// Review findings: a record applied twice by recovery (same time and seq) gives one notice, and
+    /// a rebuild of the heap keeps a notice that is due but not given yet.
+    func testExpiryNoticesAreGivenOnceAndSurviveARebuild() {
+        var table = ExpiryTable()
+        let key = Array("token".utf8)
+        key.withUnsafeBytes { table.set($0, expiresAt: 100, seq: 7) }
+        key.withUnsafeBytes { table.set($0, expiresAt: 100, seq: 7) }
+        XCTAssertEqual(table.takeNotices(dueBy: 200).map(\.seq), [7])
+        XCTAssertTrue(table.takeNotices(dueBy: 1_000).isEmpty)
+        let late = Array("late".utf8)
+        late.withUnsafeBytes { table.set($0, expiresAt: 500, seq: 8) }  // already past: due at the next take
+        let other = Array("other".utf8)
+        for seq in 9...1_200 as ClosedRange<UInt64> { other.withUnsafeBytes { table.set($0, expiresAt: 5_000 + seq, seq: seq) } }
+        XCTAssertLessThanOrEqual(table.pendingNotices, 2 * 3 + 1024 + 1)
+        XCTAssertEqual(table.takeNotices(dueBy: 1_000).map { String(decoding: $0.key, as: UTF8.self) }, ["late"])
+    }
 }

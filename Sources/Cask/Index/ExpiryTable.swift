@@ -22,8 +22,6 @@ package struct ExpiryTable {
 
     private var times: [[UInt8]: Expiry] = [:]
     private var notices: [Notice] = []
-    /// Notices due by this time have been given (or dropped).
-    private var noticedUntil: UInt64 = 0
 
     package init() {}
 
@@ -33,7 +31,9 @@ package struct ExpiryTable {
     package mutating func set(_ key: UnsafeRawBufferPointer, expiresAt time: UInt64?, seq: UInt64) {
         guard let time else { return remove(key) }
         let bytes = Array(key)
-        times[bytes] = Expiry(time: time, seq: seq)
+        let expiry = Expiry(time: time, seq: seq)
+        // Recovery may apply one record twice (a compaction's input and output both present): one notice.
+        guard times.updateValue(expiry, forKey: bytes) != expiry else { return }
         push(Notice(time: time, seq: seq, key: bytes))
         if notices.count > 2 * times.count + 1024 { rebuildNotices() }
     }
@@ -75,7 +75,6 @@ package struct ExpiryTable {
             popFirst()
             if times[first.key] == Expiry(time: first.time, seq: first.seq) { due.append((first.key, first.seq)) }
         }
-        noticedUntil = max(noticedUntil, now)
         return due
     }
 
@@ -83,9 +82,8 @@ package struct ExpiryTable {
     package var pendingNotices: Int { notices.count }
 
     private mutating func rebuildNotices() {
-        notices = times.compactMap { key, expiry in
-            expiry.time > noticedUntil ? Notice(time: expiry.time, seq: expiry.seq, key: key) : nil
-        }
+        // The pending notices that are not stale, due ones included (a time already past when set).
+        notices = notices.filter { times[$0.key] == Expiry(time: $0.time, seq: $0.seq) }
         notices.sort { $0.time < $1.time }  // a sorted array is a heap
     }
 

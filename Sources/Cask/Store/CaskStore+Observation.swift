@@ -69,30 +69,45 @@ extension CaskStore {
     /// Makes sure the expiry notices due at `time` go out then (within a few milliseconds): one
     /// timer at a time, for the earliest notice due, while any stream lives.
     private func scheduleExpiryNotices(at time: UInt64) {
-        let sooner = expiryTimer.withLock { (scheduled: inout UInt64?) -> Bool in
+        Self.scheduleExpiryNotices(at: time, ExpiryNoticeParts(
+            registry: observers, state: state, writer: writer, timer: expiryTimer, queue: background))
+    }
+
+    /// What the expiry timer uses: the store's parts, never the store itself, so that the store is
+    /// never released (and closed, which waits for this queue) on its own background queue.
+    private struct ExpiryNoticeParts: Sendable {
+        let registry: ObserverRegistry
+        let state: ReadWriteLock<SharedState>
+        let writer: Lock<StoreWriter>?
+        let timer: Lock<UInt64?>
+        let queue: DispatchQueue
+    }
+
+    private static func scheduleExpiryNotices(at time: UInt64, _ parts: ExpiryNoticeParts) {
+        let sooner = parts.timer.withLock { (scheduled: inout UInt64?) -> Bool in
             if let scheduled, scheduled <= time { return false }
             scheduled = time
             return true
         }
         guard sooner else { return }
-        let now = Self.nowMilliseconds()
+        let now = nowMilliseconds()
         let delay = time > now ? Int(min(time - now, UInt64(Int32.max))) : 0
-        let registry = observers, state = state, writer = writer, timer = expiryTimer
-        background.asyncAfter(deadline: .now() + .milliseconds(delay + 1)) { [weak self] in
+        parts.queue.asyncAfter(deadline: .now() + .milliseconds(delay + 1)) {
             // Under the writer mutex (when there is one), so that no write slips between the check
-            // of the table and the notices: changes go out in seq order.
+            // of the table and the notices: changes go out in seq order. The timer is cleared there
+            // too, before the table is read: a put after that sets a timer of its own.
             func giveNotices() -> UInt64? {
-                let (due, next) = state.write { shared -> ([(key: [UInt8], seq: UInt64)], UInt64?) in
+                parts.timer.withLock { scheduled in if scheduled == time { scheduled = nil } }
+                let (due, next) = parts.state.write { shared -> ([(key: [UInt8], seq: UInt64)], UInt64?) in
                     if shared.closed { return ([], nil) }
                     let due = shared.expiries.takeNotices(dueBy: CaskStore.nowMilliseconds())
                     return (due, shared.expiries.nextNoticeTime())
                 }
-                for notice in due { registry.publish(Change(kind: .expire, key: notice.key, seq: notice.seq)) }
+                for notice in due { parts.registry.publish(Change(kind: .expire, key: notice.key, seq: notice.seq)) }
                 return next
             }
-            let next = writer.map { writer in writer.withLock { w in w.closed ? nil : giveNotices() } } ?? giveNotices()
-            timer.withLock { scheduled in if scheduled == time { scheduled = nil } }
-            if let next, registry.isActive { self?.scheduleExpiryNotices(at: next) }
+            let next = parts.writer.map { writer in writer.withLock { w in w.closed ? nil : giveNotices() } } ?? giveNotices()
+            if let next, parts.registry.isActive { scheduleExpiryNotices(at: next, parts) }
         }
     }
 }
