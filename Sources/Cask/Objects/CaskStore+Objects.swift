@@ -41,43 +41,36 @@ extension CaskStore {
             try delete(key)
             return
         }
-        let coder = coder ?? options.objects.coder
-        guard coder == .binary else {
-            let data: Data
-            do { data = try Self.foundationEncode(value, coder) } catch {
-                throw Self.objectError(error, key: key, type: T.self, decoding: false)
-            }
-            return try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
-                try Self.withContiguousBytes(data) { (bytes) throws(CaskError) in
-                    _ = try write(.put, key: keyBytes, value: bytes, expiresAt: expiresAt)
-                }
-            }
-        }
-        try objects.withEncoder { (core) throws(CaskError) in
-            do { try core.encode(value) } catch {
-                throw Self.objectError(error, key: key, type: T.self, decoding: false)
-            }
-            try core.writer.withUnsafeBytes { (bytes) throws(CaskError) in
-                try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
-                    _ = try write(.put, key: keyBytes, value: bytes, expiresAt: expiresAt)
-                }
+        try withEncodedObject(value, forKey: key, coder: coder ?? options.objects.coder) { (bytes) throws(CaskError) in
+            try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
+                _ = try write(.put, key: keyBytes, value: bytes, expiresAt: expiresAt)
             }
         }
     }
 
     /// `value` encoded with the store's coder, as ``set(_:forKey:coder:)`` would store it for `key`.
     func encodeObject<T: Encodable>(_ value: T, forKey key: String) throws(CaskError) -> [UInt8] {
-        let coder = options.objects.coder
+        try withEncodedObject(value, forKey: key, coder: options.objects.coder) { Array($0) }
+    }
+
+    /// Calls `body` with `value` encoded by `coder` for `key`: with the binary coder, the bytes in
+    /// a pooled encoder's buffer (no intermediate copy). Throws
+    /// ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)`` when it does not encode.
+    private func withEncodedObject<T: Encodable, R>(
+        _ value: T, forKey key: String, coder: ObjectCoder, _ body: (UnsafeRawBufferPointer) throws(CaskError) -> R
+    ) throws(CaskError) -> R {
         guard coder == .binary else {
-            do { return Array(try Self.foundationEncode(value, coder)) } catch {
+            let data: Data
+            do { data = try Self.foundationEncode(value, coder) } catch {
                 throw Self.objectError(error, key: key, type: T.self, decoding: false)
             }
+            return try Self.withContiguousBytes(data, body)
         }
         return try objects.withEncoder { (core) throws(CaskError) in
             do { try core.encode(value) } catch {
                 throw Self.objectError(error, key: key, type: T.self, decoding: false)
             }
-            return core.writer.withUnsafeBytes { Array($0) }
+            return try core.writer.withUnsafeBytes { (bytes) throws(CaskError) in try body(bytes) }
         }
     }
 
@@ -166,22 +159,14 @@ extension CaskStore {
     /// Sets `key` to `value`; for an optional value, `nil` deletes the key. Throws as
     /// ``set(_:forKey:coder:)``.
     public func set<Value>(_ value: Value, for key: Key<Value>) throws(CaskError) {
-        if let optional = value as? any ObjectOptionalValue, optional.isNone {
-            try delete(key.name)
-        } else {
-            try set(value, forKey: key.name, coder: key.coder)
-        }
+        try set(value, forKey: key.name, coder: key.coder)  // which deletes for nil
     }
 
     /// Sets `key` to `value` until `duration` from now (wall-clock): from then on it reads as its
     /// default, across reopens, and observers get `.expire`. For an optional value, `nil` deletes
     /// the key. Throws as ``set(_:forKey:expiresAfter:coder:)``.
     public func set<Value>(_ value: Value, for key: Key<Value>, expiresAfter duration: Duration) throws(CaskError) {
-        if let optional = value as? any ObjectOptionalValue, optional.isNone {
-            try delete(key.name)
-        } else {
-            try set(value, forKey: key.name, expiresAfter: duration, coder: key.coder)
-        }
+        try set(value, forKey: key.name, expiresAfter: duration, coder: key.coder)  // which deletes for nil
     }
 
     /// Deletes `key`'s value, so that it reads as its default. Returns whether it had one.

@@ -47,14 +47,15 @@ extension CaskStore {
         let (stream, continuation) = AsyncStream<Change>.makeStream(bufferingPolicy: bufferingPolicy)
         let registry = observers
         let wasActive = registry.isActive
-        if !wasActive {
+        let next = state.write { shared in
             // Expiries that passed while nobody watched are not news to a new stream.
-            state.write { shared in _ = shared.expiries.takeNotices(dueBy: Self.nowMilliseconds()) }
+            if !wasActive { _ = shared.expiries.takeNotices(dueBy: Self.nowMilliseconds()) }
+            return shared.expiries.nextNoticeTime()
         }
         let id = registry.add(filter, continuation)
         continuation.onTermination = { _ in registry.remove(id) }
         if isClosed.load(ordering: .acquiring) { continuation.finish() }
-        if let next = state.write({ $0.expiries.nextNoticeTime() }) { scheduleExpiryNotices(at: next) }
+        if let next { scheduleExpiryNotices(at: next) }
         return stream
     }
 
