@@ -312,9 +312,13 @@ final class ObjectsStoreTests: XCTestCase {
         try store.set(Nested(title: "v", count: 0), forKey: "counter")
         let acknowledged = Atomic(0)
         let failures = Atomic(0)
+        let readerGets = Atomic(0)
         let rounds = 2_000
         DispatchQueue.concurrentPerform(iterations: 3) { worker in
             if worker == 0 {
+                // The readers go first, so that the cache is used whatever the scheduler does
+                // (under the thread sanitizer the writer once finished before either had begun).
+                while readerGets.load(ordering: .acquiring) < 200 { sched_yield() }
                 for version in 1...rounds {
                     try! store.set(Nested(title: "v", count: version), forKey: "counter")
                     acknowledged.store(version, ordering: .releasing)
@@ -324,6 +328,7 @@ final class ObjectsStoreTests: XCTestCase {
                     let floor = acknowledged.load(ordering: .acquiring)
                     let seen = try! store.get(Nested.self, forKey: "counter")!.count
                     if seen < floor { failures.add(1, ordering: .relaxed) }
+                    readerGets.add(1, ordering: .releasing)
                 }
             }
         }

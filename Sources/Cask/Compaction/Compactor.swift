@@ -109,6 +109,21 @@ struct Compactor {
         }
     }
 
+    /// Whether the store fits in one segment (its files hold at most ``CaskStore/Options/maxSegmentSize``)
+    /// and more of its bytes are dead than live, at least `floor` of them (``CompactionWatch``).
+    /// Damaged segments are left out: compaction leaves them alone. O(segments).
+    func smallStoreIsDue(floor: Int64) -> Bool {
+        state.read { shared in
+            var fileBytes: Int64 = 0, liveBytes: Int64 = 0, deadBytes: Int64 = 0
+            for segment in shared.stats.segments where !segment.damaged {
+                fileBytes += segment.fileBytes
+                liveBytes += segment.liveBytes
+                deadBytes += segment.deadBytes
+            }
+            return fileBytes <= options.maxSegmentSize && deadBytes >= floor && deadBytes > liveBytes
+        }
+    }
+
     // MARK: Running
 
     /// Compacts the segments `selection` picks. An input found damaged on the way (damage the open

@@ -227,6 +227,7 @@ extension CaskStore {
                         type == .put ? .put : .delete, key: key, seq: firstSeq + UInt64(position), expiresAt: expiresAt,
                         location: isBatch ? w.locations[position] : single)
                 }
+                if options.automaticCompaction && options.idleCompactionDelay > 0 { watchForCompaction(&w, appending: w.end - segmentEnd) }
                 return SyncPosition(segmentID: w.active.id, offset: w.end)
             }
         }
@@ -250,12 +251,19 @@ extension CaskStore {
         // never run on this queue.
         let directory = directory, fileSystem = fileSystem, writer = writer, groupCommit = groupCommit
         background.async(group: backgroundWork) {
-            // A failed hint costs only open time later; the segment is scanned instead.
-            do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
-                // But a failed fdatasync may have dropped the segment's data, and the kernel reports
-                // that only once: a later sync of the segment would succeed. Remember it.
-                if case .syncFailed = error { GroupCommit.noteFailure(error, writer: writer, groupCommit: groupCommit) }
-            }
+            Self.writeHint(for: file, length: length, directory: directory, fileSystem: fileSystem, writer: writer, groupCommit: groupCommit)
+        }
+    }
+
+    /// Writes a sealed segment's hint file (none for a retired segment).
+    static func writeHint(
+        for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem, writer: Lock<StoreWriter>?, groupCommit: GroupCommit
+    ) {
+        // A failed hint costs only open time later; the segment is scanned instead.
+        do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
+            // But a failed fdatasync may have dropped the segment's data, and the kernel reports
+            // that only once: a later sync of the segment would succeed. Remember it.
+            if case .syncFailed = error { GroupCommit.noteFailure(error, writer: writer, groupCommit: groupCommit) }
         }
     }
 

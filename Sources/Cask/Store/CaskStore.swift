@@ -169,6 +169,13 @@ public final class CaskStore: Sendable {
                 }
             }
             if options.durability == .buffered && options.flushInterval > 0 { startFlushTimer() }
+            if let smallStore = smallStoreCompaction {
+                // A small store left mostly dead (the app was killed before its idle check) is
+                // compacted once this open has been idle for the delay.
+                writer?.withLock { w in
+                    if smallStore.compactor.smallStoreIsDue(floor: CompactionWatch.idleFloor) { smallStore.armIdleCheck(&w) }
+                }
+            }
         }
     }
 

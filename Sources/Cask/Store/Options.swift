@@ -49,6 +49,14 @@ extension CaskStore {
         public var compactionDeadRatio = 0.5
         /// ...and only once the whole store holds at least this many dead bytes. Default 16 MiB.
         public var compactionMinDeadBytes: Int64 = 16 << 20
+        /// A store small enough to fit in one segment never seals one, so the policy above never
+        /// sees it. Such a store is compacted whole (its active segment sealed first) once more of
+        /// its bytes are dead than live (at least 4 KiB of them) and no write has come for this
+        /// many seconds — also after an open that finds it so; and, while writes go on, whenever
+        /// its dead bytes pass both its live bytes and 8 MiB. So a store that is rewritten in
+        /// place (a logged-in user saved at login, blanked at logout) stays within twice its live
+        /// bytes plus a few file headers once idle. 0 turns this off. Default 1.
+        public var idleCompactionDelay: Double = 1
 
         /// How much of a new segment to map for reads.
         var segmentMapLength: Int { memoryMapping ? Int(maxSegmentSize) : 0 }

@@ -31,6 +31,8 @@ package struct StoreWriter: ~Copyable {
     /// Set when the store can no longer write safely (a failed sync, or a failed rollback).
     package var failure: CaskError?
     package var closed = false
+    /// When to compact a store small enough never to seal a segment (``CompactionWatch``).
+    var compactionWatch = CompactionWatch()
 
     let fileSystem: any FileSystem
     let directory: String
