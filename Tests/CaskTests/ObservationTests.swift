@@ -117,6 +117,31 @@ final class ObservationTests: XCTestCase {
         XCTAssertEqual(changes.map(\.kind), [.expire])
     }
 
+    /// A compaction that drops an expired record before the expiry timer ran (the timer waits
+    /// behind other background work: here, a stalled queue) gives the notice itself; forgotten by
+    /// the index, the key would never get one.
+    func testACompactionThatDropsAnExpiredKeyGivesItsNotice() async throws {
+        let dir = TemporaryDirectory("cask-observe-expiry-compacted")
+        var options = CaskStore.Options.manualCompaction()
+        options.idleCompactionDelay = 0
+        let store = try CaskStore.open(at: dir.path, options: options)
+        let session = collect(store.changes(forKey: Array("session".utf8)))
+        try store.put("session", [1], expiresAfter: .milliseconds(100))
+        try store.put("keep", [2])
+        try store.put("keep", [3])  // a dead record: the segment is worth compacting
+        let stalled = DispatchSemaphore(value: 0)
+        store.background.async { stalled.wait() }
+        try await Task.sleep(for: .milliseconds(300))
+        let result = try store.compact()
+        XCTAssertEqual(result.recordsDropped, 2, "the expired put and the overwritten value")
+        try await Task.sleep(for: .milliseconds(100))
+        stalled.signal()
+        try store.close()
+        let changes = await session.value
+        XCTAssertEqual(changes.map(\.kind), [.put, .expire])
+        XCTAssertEqual(changes.last?.seq, 1)
+    }
+
     /// Stale notices (keys overwritten many times with an expiry) do not pile up: the pending
     /// notices stay within about twice the keys that expire.
     func testOverwrittenExpiriesDoNotPileUp() throws {

@@ -48,7 +48,7 @@ extension CaskStore {
     }
 
     func compactor() -> Compactor {
-        Compactor(state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options)
+        Compactor(state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options, observers: observers)
     }
 
     /// After a segment is sealed: compacts in the background if the policy says so.

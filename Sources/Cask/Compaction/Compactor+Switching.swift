@@ -25,7 +25,18 @@ extension Compactor {
         keys.withUnsafeBytes { keyBytes in
             switchGroups(moves, keyBytes: keyBytes)
             guard !expired.isEmpty else { return }
-            state.write { shared in
+            forgetExpired(expired, keyBytes: keyBytes)
+        }
+    }
+
+    /// Removes from the index the keys whose records expired and were dropped (unless written
+    /// since). Their expiry notices go out first, if streams are open: forgotten, a key would
+    /// never get one from the timer, which may not have run yet (it shares the background queue
+    /// with compaction). Under the writer mutex, so that notices and writes go out in seq order.
+    private func forgetExpired(_ expired: [Move], keyBytes: UnsafeRawBufferPointer) {
+        writer.withLock { _ in
+            let notices = state.write { shared -> [(key: [UInt8], seq: UInt64)] in
+                let due = observers.isActive ? shared.expiries.takeNotices(dueBy: CaskStore.nowMilliseconds()) : []
                 for forget in expired {
                     let key = Self.key(of: forget, in: keyBytes)
                     if shared.index.remove(key, ifAt: forget.old) {
@@ -33,7 +44,9 @@ extension Compactor {
                         shared.expiries.remove(key)
                     }
                 }
+                return due
             }
+            for notice in notices { observers.publish(CaskStore.Change(kind: .expire, key: notice.key, seq: notice.seq)) }
         }
     }
 

@@ -22,6 +22,8 @@ struct Compactor {
     let fileSystem: any FileSystem
     let directory: String
     let options: CaskStore.Options
+    /// The store's change streams, for the expiry notices of the keys a compaction forgets.
+    let observers: ObserverRegistry
 
     /// Which sealed segments to compact.
     enum Selection {
