@@ -234,8 +234,27 @@ final class ObjectsStoreTests: XCTestCase {
             guard case .objectDecodingFailed(let key, _, _, _) = error as? CaskError else { return XCTFail("\(error)") }
             XCTAssertEqual(key, "drafts-count")
         }
-        // Non-Sendable types take the uncached path and give the same answers.
-        XCTAssertEqual(try store.values(of: Animal.self, prefix: "none/").count, 0)
+        // Non-Sendable types take the uncached path, by name, and give the same answers.
+        XCTAssertEqual(try store.values(uncached: Animal.self, prefix: "none/").count, 0)
+        try store.close()
+    }
+
+    /// Generic code constrained to `Codable & Sendable` reads through the cache (issue 23, item 8:
+    /// over `T: Codable` alone it silently did not; that overload is now deprecated, so the
+    /// compiler says so); `get(uncached:)` is the spelling for types that are not `Sendable`.
+    func testGenericCodeReadsThroughTheCache() throws {
+        let dir = TemporaryDirectory("cask-objects-generic")
+        let store = try open(dir, cache: .entries(10))
+        func save<T: Codable & Sendable>(_ value: T, _ key: String) throws { try store.set(value, forKey: key) }
+        func load<T: Codable & Sendable>(_ type: T.Type, _ key: String) throws -> T? { try store.get(T.self, forKey: key) }
+        try save(Profile.sample(1), "p")
+        for _ in 0..<3 { XCTAssertEqual(try load(Profile.self, "p"), Profile.sample(1)) }
+        XCTAssertEqual(store.objectCacheStatistics?.hits, 2)
+        XCTAssertEqual(store.objectCacheStatistics?.misses, 1)
+        XCTAssertEqual(try store.get(uncached: Profile.self, forKey: "p"), Profile.sample(1))
+        XCTAssertEqual(try store.values(uncached: Profile.self, prefix: "p").map(\.value), [Profile.sample(1)])
+        XCTAssertEqual(store.objectCacheStatistics?.hits, 2, "the uncached reads leave the cache alone")
+        XCTAssertEqual(store.objectCacheStatistics?.misses, 1)
         try store.close()
     }
 

@@ -81,11 +81,18 @@ extension CaskStore {
     ///
     /// Throws ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)`` when the record does
     /// not decode as `T` (another type or coder wrote it, or a model change the coding cannot bridge),
-    /// and otherwise what `get` throws. This overload, for types that are not `Sendable`, never uses
-    /// the decoded-object cache.
-    public func get<T: Decodable>(_ type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
+    /// and otherwise what `get` throws. Never uses the decoded-object cache: for types that are not
+    /// `Sendable`, whose decoded values the cache cannot share between threads.
+    public func get<T: Decodable>(uncached type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
         guard let bytes = try get(key) else { return nil }
         return try decodeObject(T.self, from: bytes, key: key, coder: coder ?? options.objects.coder)
+    }
+
+    /// The overload generic code over `T: Decodable` reaches: it works, but cannot use the
+    /// decoded-object cache, so the compiler says so.
+    @available(*, deprecated, message: "T is not known to be Sendable, so this read bypasses the decoded-object cache: constrain T to Sendable (T: Codable & Sendable), or say get(uncached:forKey:) to mean it")
+    public func get<T: Decodable>(_ type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
+        try get(uncached: type, forKey: key, coder: coder)
     }
 
     /// The value of `key` decoded as `T` with `coder` (default: the store's), or nil when the key is
@@ -107,7 +114,8 @@ extension CaskStore {
     /// the prefix that does not decode as `T`: keep one type per prefix. A key deleted while the scan
     /// runs is left out. Keys that are not UTF-8 come back with replacement characters.
     /// Complexity: that of ``keys(prefix:)`` plus one read and decode per key (or a cache hit).
-    public func values<T: Decodable>(of type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
+    /// Never uses the decoded-object cache: for types that are not `Sendable`.
+    public func values<T: Decodable>(uncached type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
         let coder = coder ?? options.objects.coder
         var result: [(key: String, value: T)] = []
         for key in try keys(prefix: Array(prefix.utf8)) {
@@ -118,7 +126,13 @@ extension CaskStore {
         return result
     }
 
-    /// As ``values(of:prefix:coder:)``, through the decoded-object cache.
+    /// The overload generic code over `T: Decodable` reaches, which cannot use the cache.
+    @available(*, deprecated, message: "T is not known to be Sendable, so this read bypasses the decoded-object cache: constrain T to Sendable (T: Codable & Sendable), or say values(uncached:prefix:) to mean it")
+    public func values<T: Decodable>(of type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
+        try values(uncached: type, prefix: prefix, coder: coder)
+    }
+
+    /// As ``values(uncached:prefix:coder:)``, through the decoded-object cache.
     public func values<T: Decodable & Sendable>(of type: T.Type, prefix: String = "", coder: ObjectCoder? = nil) throws(CaskError) -> [(key: String, value: T)] {
         let coder = coder ?? options.objects.coder
         var result: [(key: String, value: T)] = []
