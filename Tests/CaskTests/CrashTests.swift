@@ -248,6 +248,9 @@ struct AckLog {
     var acknowledged = 0
     var problems: [String] = []
 
+    /// An empty log.
+    init() {}
+
     init(path: String) throws {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)

@@ -22,6 +22,9 @@ package struct StoreRecovery {
         package var segmentsNeedingHints: [UInt64] = []
         /// Expiry times of the keys whose winning record has one.
         package var expiries = ExpiryTable()
+        /// Where each segment's contents end (before a torn tail, reserved space or a batch not
+        /// yet committed): where ``StoreRefresh`` reads on from.
+        package var contentEnds: [UInt64: Int64] = [:]
         /// Set when a hint turned out inconsistent after part of it was applied.
         var inconsistentHint: UInt64?
         package var report = RecoveryReport()
@@ -289,6 +292,7 @@ package struct StoreRecovery {
         }
         result.segments[id] = file
         result.stats[id] = stats
+        result.contentEnds[id] = min(length, outcome.contentEnd)
     }
 
     private enum HintLoad {

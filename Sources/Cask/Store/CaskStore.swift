@@ -13,7 +13,7 @@ import Synchronization
 ///    share one `fdatasync` (group commit). The writer that leads a sync first waits, at most half
 ///    as long as the last sync took, for writers on their way, so that one sync covers them all.
 /// 4. One process writes a store at a time (an advisory `flock` on `DIR/LOCK`); read-only opens take
-///    no lock and see the store as it was when they opened.
+///    no lock and see the store as it was when they opened, until ``refresh()``.
 ///
 /// Durability on return from a write is the store's ``Durability``. Every record is checksummed;
 /// a read never returns bytes that fail their checksum.
@@ -44,6 +44,8 @@ public final class CaskStore: Sendable {
     let compactionGate = Lock(false)
     /// The object API's coder pools and decoded-object cache (Objects/).
     let objects: ObjectSupport
+    /// A read-only store: where `refresh()` reads each segment on from. Held for a whole refresh.
+    let refreshEnds: Lock<[UInt64: Int64]>
 
     /// What readers and writers share, reached only through `state`'s lock (hence the unchecked
     /// exclusivity: the lock already rules out overlapping access).
@@ -134,6 +136,7 @@ public final class CaskStore: Sendable {
             mapReads: options.memoryMapping, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments
         ).run()
         recoveryReport = recovered.report
+        refreshEnds = Lock(options.readOnly ? recovered.contentEnds : [:])
 
         if options.readOnly {
             writer = nil
