@@ -447,4 +447,110 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertNil(try store.get("large")?.count)
         try store.close()
     }
+
+    // MARK: Terminals and paths
+
+    /// Runs the tool on a pseudo-terminal (Swift's Glibc module has no `posix_openpt`, Python's
+    /// `pty` has): `put` and `import` with standard input on it, what they read typed on its
+    /// master side and ended with Ctrl-D; then `export --output` naming it. Prints, as JSON, each
+    /// command's exit status (-1: still running 10 s after its input ended), what the export
+    /// wrote to the terminal, and whether the terminal is still a character device.
+    private static let terminalScript = #"""
+        import json, os, pty, stat, subprocess, sys, time
+        tool, store = sys.argv[1], sys.argv[2]
+        master, slave = pty.openpty()
+        path = os.ttyname(slave)
+        def on_terminal(arguments, typed):
+            process = subprocess.Popen([tool] + arguments, stdin=slave, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(0.2)
+            os.write(master, typed + b"\x04")
+            try:
+                process.wait(timeout=10)
+                return process.returncode
+            except subprocess.TimeoutExpired:
+                process.kill()
+                return -1
+        def drain():
+            import select
+            seen = b""
+            while select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 65536)
+            return seen.decode()
+        result = {"put": on_terminal(["put", store, "typed"], b"hello\n"),
+                  "import": on_terminal(["import", store], b'{"key":"imported","value":"x"}\n')}
+        drain()
+        result["export"] = subprocess.run([tool, "export", store, "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        result["shown"] = drain().replace("\r\n", "\n")
+        result["terminal"] = stat.S_ISCHR(os.stat(path).st_mode)
+        print(json.dumps(result))
+        """#
+
+    /// Terminals as inputs and outputs: `put` and `import` read a terminal to its end of input
+    /// (`import` waited forever: its reader swallowed the one end-of-input a terminal gives), and
+    /// `export --output` writes through a terminal, which stays a terminal.
+    func testTerminalsAsInputsAndOutputs() throws {
+        let box = try Sandbox()
+        let before = try box.outside()
+        let script = TemporaryDirectory("cask-terminal")
+        let scriptPath = script.appending("terminal.py")
+        try Data(Self.terminalScript.utf8).write(to: URL(fileURLWithPath: scriptPath))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", scriptPath, ToolTests.toolPath, box.store]
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if stderr.contains("out of pty devices") || stderr.contains("No such file or directory: '/dev/ptmx'") {
+                throw XCTSkip("no pseudo-terminals here: \(stderr)")
+            }
+            return XCTFail("the terminal script failed: \(stderr)")
+        }
+        struct Result: Decodable {
+            var put: Int
+            var `import`: Int
+            var export: Int
+            var shown: String
+            var terminal: Bool
+        }
+        let result = try JSONDecoder().decode(Result.self, from: printed)
+        XCTAssertEqual(result.put, 0, "put from a terminal (-1: it did not end)")
+        XCTAssertEqual(result.import, 0, "import from a terminal (-1: it did not end)")
+        XCTAssertEqual(result.export, 0)
+        XCTAssertTrue(result.terminal, "the terminal is still a character device")
+        let store = try CaskStore.open(at: box.store, options: .readOnly)
+        XCTAssertEqual(try store.get("typed"), Array("hello\n".utf8))
+        XCTAssertEqual(try store.get("imported"), Array("x".utf8))
+        try store.close()
+        XCTAssertEqual(result.shown, String(decoding: try exported(box), as: UTF8.self))
+        XCTAssertEqual(try box.outside(), before)
+    }
+
+    /// Issue 27, finding 9: a path that is not UTF-8 (Cask's paths are Swift strings) is refused
+    /// as a usage error that shows the path, escaped, and says why — for the store and for an output.
+    func testPathsThatAreNotUTF8AreRefusedByName() throws {
+        let box = try Sandbox()
+        let before = try box.outside()
+        for (arguments, message) in [
+            ("put \"$(printf 'st\\377')\" k", #"Error: <dir> is not valid UTF-8: 'st\xff'"#),
+            ("export \"\(box.store)\" --output \"$(printf 'out\\376')\"", "Error: --output must name a file (a UTF-8 path)"),
+        ] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "cd \"\(box.root.path)\" && printf v | \"\(ToolTests.toolPath)\" " + arguments]
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            process.waitUntilExit()
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            XCTAssertEqual(process.terminationStatus, 64, stderr)
+            XCTAssertTrue(stderr.hasPrefix(message), stderr)
+        }
+        XCTAssertEqual(try box.outside(), before)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: box.root.path).sorted(), ["s", "victim"])
+    }
 }

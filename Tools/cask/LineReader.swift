@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reads a file line by line: lines end with a newline (the last one may not), and are returned
 /// without it. Reads 64 KiB at a time and holds at most one line plus one read in memory; a line
@@ -57,19 +60,29 @@ struct LineReader {
             buffer.removeFirst(start)
             start = 0
         }
-        let chunk: Data?
-        do { chunk = try handle.read(upToCount: 64 << 10) } catch {
-            throw .failure("cannot read \(name): \(error.localizedDescription)")
-        }
-        guard let chunk, !chunk.isEmpty else {
+        // One read(2) per fill, and its 0 is the end: a terminal's end of input (Ctrl-D) is given
+        // once, and `FileHandle.read(upToCount:)`, which reads on until it has the count, swallowed
+        // it with the last line, so the next fill waited for more input forever.
+        let filled = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: Self.readSize))
+        var count: Int
+        repeat {
+            count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress! + filled, Self.readSize) }
+        } while count < 0 && errno == EINTR
+        let cause = count < 0 ? String(cString: strerror(errno)) : nil
+        buffer.removeLast(Self.readSize - max(0, count))
+        if let cause { throw .failure("cannot read \(name): \(cause)") }
+        guard count > 0 else {
             atEnd = true
             return
         }
         if let copy {
+            let chunk = Data(buffer[filled...])
             do { try copy.write(contentsOf: chunk) } catch {
                 throw .failure("cannot copy \(name) to a temporary file: \(error.localizedDescription)")
             }
         }
-        buffer.append(contentsOf: chunk)
     }
+
+    private static let readSize = 64 << 10
 }
