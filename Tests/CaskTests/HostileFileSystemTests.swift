@@ -378,6 +378,76 @@ final class HostileFileSystemTests: XCTestCase {
 
     // MARK: A nearly full disk
 
+    /// A 4 MiB tmpfs mounted for the test (root only), unmounted by `unmount()`.
+    private struct SmallFileSystem {
+        let mountPoint: TemporaryDirectory
+
+        init() throws {
+            mountPoint = TemporaryDirectory("cask-full-disk")
+            let mount = Process()
+            mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+            mount.arguments = ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint.path]
+            mount.standardError = FileHandle.nullDevice
+            guard getuid() == 0, (try? mount.run()) != nil, ({ mount.waitUntilExit(); return mount.terminationStatus == 0 })() else {
+                throw XCTSkip("needs root and mount(8) to make a small tmpfs")
+            }
+        }
+
+        /// Fills it but for `bytes`.
+        func fill(leaving bytes: Int) throws {
+            var info = statvfs()
+            XCTAssertEqual(statvfs(mountPoint.path, &info), 0)
+            let free = Int(info.f_bavail) * Int(info.f_frsize)
+            try Data(count: free - bytes).write(to: URL(fileURLWithPath: mountPoint.appending("filler")))
+            XCTAssertEqual(statvfs(mountPoint.path, &info), 0)
+            XCTAssertLessThanOrEqual(Int(info.f_bavail) * Int(info.f_frsize), bytes, "the filler left more room than meant")
+        }
+
+        func unmount() {
+            let unmount = Process()
+            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            unmount.arguments = [mountPoint.path]
+            try? unmount.run()
+            unmount.waitUntilExit()
+        }
+    }
+
+    /// Issue 27, finding 7: on a disk with no room to copy every segment's live records at once, a
+    /// compaction goes one segment at a time, deadest first — each freeing its file before the
+    /// next — so space comes back through Cask with room for one segment's live records.
+    func testCompactionOnANearlyFullDiskGoesOneSegmentAtATime() throws {
+        let disk = try SmallFileSystem()
+        defer { disk.unmount() }
+        let dir = disk.mountPoint.appending("s")
+        var options = CaskStore.Options()
+        options.automaticCompaction = false
+        options.maxSegmentSize = 64 << 10
+        var store = try CaskStore.open(at: dir, options: options)
+        // 13 segments of 1 KiB values, each overwritten at once: every segment half dead, about
+        // 400 KiB live in all.
+        var values: [String: [UInt8]] = [:]
+        for index in 0..<400 {
+            for _ in 0..<2 {
+                let value = (0..<1024).map { _ in UInt8.random(in: 0 ... 255) }
+                try store.put("bulk\(index)", value)
+                values["bulk\(index)"] = value
+            }
+        }
+        try store.close()
+        try disk.fill(leaving: 160 << 10)
+        store = try CaskStore.open(at: dir, options: options)
+        let before = try store.statistics()
+        XCTAssertGreaterThan(before.liveBytes, 300 << 10, "more live data than the free space: all at once cannot fit")
+        let result = try store.compact()
+        XCTAssertEqual(result.segmentsCompacted, before.segments.count, "every segment, one at a time: \(result)")
+        XCTAssertEqual(try store.statistics().deadBytes, 0)
+        try store.close()
+        store = try CaskStore.open(at: dir, options: options)
+        XCTAssertTrue(store.recoveryReport.isClean, "\(store.recoveryReport)")
+        for (key, value) in values { XCTAssertEqual(try store.get(key), value, key) }
+        try store.close()
+    }
+
     /// Issue 27, finding 7: a 1-byte put needed more than 2 MiB free (the writer reserved its whole
     /// step or failed), so on a nearly full disk not even a delete could free space. On a 4 MiB
     /// tmpfs (root only) filled to 64 KiB of free space, puts and deletes of small values go on.

@@ -32,6 +32,8 @@ struct Compactor {
         /// Segments whose dead share passes ``CaskStore/Options/compactionDeadRatio``, once the store's
         /// dead bytes pass ``CaskStore/Options/compactionMinDeadBytes``.
         case policy
+        /// This one segment, if it is still sealed, undamaged and has dead records.
+        case one(UInt64)
     }
 
     struct Move {
@@ -93,6 +95,8 @@ struct Compactor {
             switch selection {
             case .everythingDead:
                 chosen = sealed.filter { $0.deadBytes > 0 || $0.records == 0 }
+            case .one(let id):
+                chosen = sealed.filter { $0.id == id && ($0.deadBytes > 0 || $0.records == 0) }
             case .policy:
                 let deadTotal = shared.stats.segments.reduce(0) { $0 + $1.deadBytes }
                 guard deadTotal >= options.compactionMinDeadBytes else { return nil }
@@ -132,7 +136,40 @@ struct Compactor {
     /// did not see: it read a hint file, or the bytes went bad since) stops that attempt before
     /// anything is published; the segment is marked damaged, so that no compaction reads it again
     /// until a repair, and the others are compacted without it. The damage is in the result.
+    ///
+    /// On a disk too full for the copies of all the inputs at once, it goes one input at a time,
+    /// deadest first: each needs room only for its own live records (and hint), and frees its
+    /// file before the next. It throws ``CaskError/diskFull(path:)`` only when not one fits.
     func run(_ selection: Selection, progress: ((CaskStore.Progress) -> Void)? = nil) throws(CaskError) -> CaskStore.CompactionResult {
+        do {
+            return try runAttempts(selection, progress: progress)
+        } catch .diskFull(let path) {
+            // Ids only: a file object held here would keep its deleted file's space taken.
+            let ids = select(selection)?.inputs.map(\.id) ?? []
+            guard ids.count > 1 else { throw CaskError.diskFull(path: path) }
+            let started = CaskStore.nowMilliseconds()
+            let deadestFirst = state.read { shared in
+                ids.sorted { (shared.stats[$0]?.deadBytes ?? 0) > (shared.stats[$1]?.deadBytes ?? 0) }
+            }
+            var total = CaskStore.CompactionResult()
+            for id in deadestFirst {
+                let result: CaskStore.CompactionResult
+                do throws(CaskError) { result = try runAttempts(.one(id), progress: progress) } catch .diskFull { continue }
+                total.segmentsCompacted += result.segmentsCompacted
+                total.segmentsWritten += result.segmentsWritten
+                total.bytesBefore += result.bytesBefore
+                total.bytesAfter += result.bytesAfter
+                total.recordsCopied += result.recordsCopied
+                total.recordsDropped += result.recordsDropped
+                total.damage += result.damage
+            }
+            guard total.segmentsCompacted > 0 || !total.damage.isEmpty else { throw CaskError.diskFull(path: path) }
+            total.milliseconds = CaskStore.nowMilliseconds() - started
+            return total
+        }
+    }
+
+    private func runAttempts(_ selection: Selection, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> CaskStore.CompactionResult {
         let started = CaskStore.nowMilliseconds()
         var damage: [DamagedRange] = []
         while true {
