@@ -33,6 +33,12 @@ let package = Package(
             path: "Tests/CaskTests",
             exclude: ["Fixtures"]
         ),
+        // Every ```swift block of README.md and docs/, compiled and run (Tools/extract-examples.py).
+        .testTarget(
+            name: "DocumentationExamples",
+            dependencies: ["Cask", "CaskTestSupport"],
+            path: "Tests/DocumentationExamples"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
