@@ -142,11 +142,21 @@ final class ToolRecoverTests: XCTestCase {
         OVERVIEW: Import the entries of a property-list file.
 
         Reads a property list, XML (UTF-8) or binary (bplist00), whose top level is a
-        dictionary, and stores each top-level entry under the key <prefix><name>, its
-        value a PropertyListValue encoded with the object coder: read it back in Swift
-        with store.get(PropertyListValue.self, forKey: key) (with coder: .json or
-        .propertyList if you chose one). Strings, integers, reals, booleans, dates,
-        data, arrays and dictionaries round-trip exactly, a boolean never turning into a
+        dictionary, and stores each top-level entry under the key <prefix><name> as its
+        Swift value, exactly as store.set(value, forKey: key) does with the object coder
+        (binary unless --coder names another; a store does not record its coder, so open
+        it with objects.coder set to the same one). That value is a Bool, Int, Double,
+        String, Date or Data, or an array or a [String: T] dictionary of one such type,
+        nested; typed keys and store.get(T.self, forKey: key) of that type read it back:
+        <true/> as a Bool, an <integer> as an Int (or a smaller integer type that holds
+        it), an <array> of <string>s as a [String]. An empty array or dictionary reads
+        as one of any element type.
+
+        An entry with an array or dictionary whose values are not all of one kind (a
+        string beside an integer, an integer beside a real) has no such Swift type: it
+        is stored as a PropertyListValue, read with store.get(PropertyListValue.self,
+        forKey: key), and listed in the output with the container that mixes kinds. A
+        PropertyListValue keeps every kind exactly, a boolean never turning into a
         number.
 
         The reader is Cask's own and strict: a file that is not a well-formed XML or
@@ -160,7 +170,9 @@ final class ToolRecoverTests: XCTestCase {
         the store or none. An entry that cannot be stored is skipped and reported with
         the reason (an integer outside Int's range, arrays and dictionaries nested more
         than 127 deep, a key over 65535 bytes, a value over the store's limit, a real
-        that JSON cannot hold); the command then exits 65, having imported the others.
+        that JSON cannot hold, and with --coder plist a bare string, number, boolean or
+        date, which PropertyListEncoder stores only inside an array or a dictionary);
+        the command then exits 65, having imported the others.
 
         <plist> may be a pipe or a FIFO, read to its end; at most 256 MiB are read.
         Creates the store if <dir> does not exist and there is something to import, and
@@ -736,18 +748,31 @@ final class ToolRecoverTests: XCTestCase {
             try PropertyListSerialization.data(fromPropertyList: dictionary, format: format, options: 0).write(to: URL(fileURLWithPath: file))
             let directory = root.appending("store-\(format.rawValue)-\(coder)")
             let run = try cask(["import-defaults", directory, file, "--prefix", "defaults/"] + option)
-            XCTAssertEqual(run.status, 0, "\(context): \(run.out) \(run.err)")
-            XCTAssertEqual(run.out, "Imported \(Self.entries.count) entries from \(file) into \(directory) (\(option.last ?? "binary") coder, keys 'defaults/' + entry name).\n", context)
+            // The plist coder cannot store a bare string, number, boolean or date (PropertyListEncoder
+            // refuses one outside a container): those are skipped, the rest imported.
+            let entries = Self.entries.filter { entry in
+                switch entry.value {
+                case .string, .integer, .real, .bool, .date: coder != .propertyList
+                case .data, .array, .dictionary: true
+                }
+            }
+            XCTAssertEqual(run.status, entries.count == Self.entries.count ? 0 : 65, "\(context): \(run.out) \(run.err)")
+            XCTAssertTrue(run.out.hasPrefix("""
+                Imported \(entries.count) entries from \(file) into \(directory) (\(option.last ?? "binary") coder, keys 'defaults/' + entry name).
+                Stored 3 entries as PropertyListValue (values of mixed kinds, no Swift type of their own):
+                  'empties': the dictionary mixes array and dictionary values
+                  'list': the array mixes integer and string values
+                  'nested': the dictionary mixes real and string values
+
+                """), "\(context): \(run.out)")
 
             let store = try CaskStore.open(at: directory, options: .readOnly)
             defer { try? store.close() }
-            XCTAssertEqual(store.count, Self.entries.count, context)
-            for entry in Self.entries {
-                let value = try store.get(PropertyListValue.self, forKey: "defaults/" + entry.name, coder: coder)
-                XCTAssertEqual(value, entry.value, "\(context): \(entry.name)")
-                // The bytes are what `set` writes with that coder.
-                let bytes = try XCTUnwrap(try store.get("defaults/" + entry.name))
-                XCTAssertEqual(try coder.decode(PropertyListValue.self, from: bytes), entry.value, "\(context): \(entry.name)")
+            XCTAssertEqual(store.count, entries.count, context)
+            for entry in entries {
+                // Read as its Swift type (a PropertyListValue when it has none), with that coder.
+                let bytes = try XCTUnwrap(try store.get("defaults/" + entry.name), "\(context): \(entry.name)")
+                XCTAssertEqual(try Self.readBack(bytes, like: entry.value, coder: coder), entry.value, "\(context): \(entry.name)")
             }
             // Back to Foundation objects that serialize as the original did.
             let back = try XCTUnwrap(try store.get(PropertyListValue.self, forKey: "defaults/nested", coder: coder)).propertyListObject
@@ -783,7 +808,8 @@ final class ToolRecoverTests: XCTestCase {
             """)
         let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
         XCTAssertEqual(try store.keys(), [Array("also-good".utf8), Array("good".utf8)])
-        XCTAssertEqual(try store.get(PropertyListValue.self, forKey: "good", coder: .json), .string("yes"))
+        XCTAssertEqual(try store.get(String.self, forKey: "good", coder: .json), "yes")
+        XCTAssertEqual(try store.get([Int].self, forKey: "also-good", coder: .json), [1, 2])
         try store.close()
 
         // With the binary coder a NaN is a value like any other.
@@ -792,8 +818,7 @@ final class ToolRecoverTests: XCTestCase {
         XCTAssertTrue(run.out.hasPrefix("Imported 3 entries "), run.out)
         let reopened = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
         defer { try? reopened.close() }
-        guard case .real(let nan)? = try reopened.get(PropertyListValue.self, forKey: "b:not-a-number") else { return XCTFail("no NaN") }
-        XCTAssertTrue(nan.isNaN)
+        XCTAssertEqual(try reopened.get(Double.self, forKey: "b:not-a-number")?.isNaN, true)
 
         // --json: the same report, machine-readable.
         run = try cask(["import-defaults", directory, file, "--prefix", "j:", "--json"])
@@ -807,15 +832,28 @@ final class ToolRecoverTests: XCTestCase {
         XCTAssertEqual(skipped.count, 3)
     }
 
-    /// The values of a store (read-only), decoded as ``PropertyListValue``s with the binary coder.
-    private func storedValues(_ directory: String) throws -> [String: PropertyListValue] {
+    /// Whether the store (read-only) holds exactly `expected`, each value read with the binary coder
+    /// as its Swift type (see ``readBack(_:like:coder:)``).
+    private func assertStored(_ directory: String, _ expected: [String: PropertyListValue], file: StaticString = #filePath, line: UInt = #line) throws {
         let store = try CaskStore.open(at: directory, options: .init(durability: .os, readOnly: true))
         defer { try? store.close() }
-        var values: [String: PropertyListValue] = [:]
-        for key in try store.keys() {
-            values[String(decoding: key, as: UTF8.self)] = try store.get(PropertyListValue.self, forKey: String(decoding: key, as: UTF8.self))
+        XCTAssertEqual(Set(try store.keys().map { String(decoding: $0, as: UTF8.self) }), Set(expected.keys), file: file, line: line)
+        for (key, value) in expected {
+            let bytes = try XCTUnwrap(try store.get(key), key, file: file, line: line)
+            XCTAssertEqual(try Self.readBack(bytes, like: value, coder: .binary), value, key, file: file, line: line)
         }
-        return values
+    }
+
+    /// An imported value decoded as the Swift type `expected` has (``PropertyListValue/typedValue()``),
+    /// or as a ``PropertyListValue`` when it has none, and converted back for comparison.
+    static func readBack(_ bytes: [UInt8], like expected: PropertyListValue, coder: ObjectCoder) throws -> PropertyListValue {
+        guard let typed = try? expected.typedValue() else { return try coder.decode(PropertyListValue.self, from: bytes) }
+        let type: any Decodable.Type = type(of: typed)
+        return try PropertyListValue(propertyList: decode(type, bytes, coder))
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ bytes: [UInt8], _ coder: ObjectCoder) throws -> Any {
+        try coder.decode(T.self, from: bytes)
     }
 
     /// The findings of issue 27 (items 3 and 4 and the rest), end to end: exit status, exact
@@ -847,7 +885,7 @@ final class ToolRecoverTests: XCTestCase {
               'big3': integer -18446744073709551616 is \(range)
 
             """)
-        XCTAssertEqual(try storedValues(directory), ["ok": .integer(5)])
+        try assertStored(directory, ["ok": .integer(5)])
 
         // XML: a big integer skips its entry only; invalid base64 refuses the file.
         file = try write("big.xml", Array("<plist><dict><key>a</key><integer>18446744073709551621</integer><key>b</key><data>AQID</data></dict></plist>".utf8))
@@ -860,7 +898,7 @@ final class ToolRecoverTests: XCTestCase {
               'a': integer 18446744073709551621 is \(range)
 
             """)
-        XCTAssertEqual(try storedValues(directory), ["b": .data(Data([1, 2, 3]))])
+        try assertStored(directory, ["b": .data(Data([1, 2, 3]))])
 
         let refused: [(String, [UInt8], String)] = [
             ("base64.plist", Array("<plist><dict><key>b</key><data>AQ*D</data></dict></plist>".utf8),
@@ -902,7 +940,7 @@ final class ToolRecoverTests: XCTestCase {
             """)
         var deep = PropertyListValue.bool(true)
         for _ in 0..<127 { deep = .array([deep]) }
-        XCTAssertEqual(try storedValues(directory), ["fits": deep])
+        try assertStored(directory, ["fits": deep])
 
         // A FIFO is read as a stream.
         let fifo = root.appending("fifo.plist")
@@ -918,7 +956,7 @@ final class ToolRecoverTests: XCTestCase {
         run = try cask(["import-defaults", directory, fifo])
         XCTAssertEqual(run.status, 0, run.err)
         XCTAssertEqual(run.out, "Imported 1 entry from \(fifo) into \(directory) (binary coder, keys are the entry names).\n")
-        XCTAssertEqual(try storedValues(directory), ["piped": .string("yes")])
+        try assertStored(directory, ["piped": .string("yes")])
 
         // A directory as the property list.
         run = try cask(["import-defaults", root.appending("new"), directory])
@@ -939,10 +977,10 @@ final class ToolRecoverTests: XCTestCase {
         XCTAssertTrue(try StoreFiles.snapshot(directory) == before)
     }
 
-    /// What JSONEncoder says about a value it cannot encode (the text differs between Foundation versions).
+    /// What JSONEncoder says about a real it cannot encode (the text differs between Foundation versions).
     private static func jsonError(_ value: Double) throws -> String {
         do {
-            _ = try JSONEncoder().encode(PropertyListValue.real(value))
+            _ = try JSONEncoder().encode(value)
             return "(encoded)"
         } catch {
             return "\(error)"

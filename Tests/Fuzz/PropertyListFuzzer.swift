@@ -25,6 +25,11 @@ enum PropertyListFuzzer {
                 fatalError("the encoding of a value the reader accepted does not decode: \(error)")
             }
             guard same(decoded, value) else { fatalError("a value the reader accepted decodes back differently") }
+            // What import-defaults stores: the Swift value, when the value has one.
+            guard let typed = try? value.typedValue() else { continue }
+            do { _ = try ObjectCoder.binary.encode(typed) } catch {
+                fatalError("the Swift value of a value the reader accepted does not encode: \(error)")
+            }
         }
     }
 

@@ -10,9 +10,10 @@ struct ImportDefaultsCommand: Subcommand {
         name: "import-defaults",
         abstract: "Import the entries of a property-list file.",
         discussion: [
-            "Reads a property list, XML (UTF-8) or binary (bplist00), whose top level is a dictionary, and stores each top-level entry under the key <prefix><name>, its value a PropertyListValue encoded with the object coder: read it back in Swift with store.get(PropertyListValue.self, forKey: key) (with coder: .json or .propertyList if you chose one). Strings, integers, reals, booleans, dates, data, arrays and dictionaries round-trip exactly, a boolean never turning into a number.",
+            "Reads a property list, XML (UTF-8) or binary (bplist00), whose top level is a dictionary, and stores each top-level entry under the key <prefix><name> as its Swift value, exactly as store.set(value, forKey: key) does with the object coder (binary unless --coder names another; a store does not record its coder, so open it with objects.coder set to the same one). That value is a Bool, Int, Double, String, Date or Data, or an array or a [String: T] dictionary of one such type, nested; typed keys and store.get(T.self, forKey: key) of that type read it back: <true/> as a Bool, an <integer> as an Int (or a smaller integer type that holds it), an <array> of <string>s as a [String]. An empty array or dictionary reads as one of any element type.",
+            "An entry with an array or dictionary whose values are not all of one kind (a string beside an integer, an integer beside a real) has no such Swift type: it is stored as a PropertyListValue, read with store.get(PropertyListValue.self, forKey: key), and listed in the output with the container that mixes kinds. A PropertyListValue keeps every kind exactly, a boolean never turning into a number.",
             "The reader is Cask's own and strict: a file that is not a well-formed XML or binary property list with a dictionary at the top exits 65 and imports nothing, the message naming the place (line and column, or object and byte) and the cause. That includes invalid base64 in <data>, a dictionary key given twice, a set or a keyed-archiver UID in a binary list, a reference cycle, and OpenStep (text) property lists, which are not read.",
-            "Every entry is written in one atomic batch: after a crash, all of them are in the store or none. An entry that cannot be stored is skipped and reported with the reason (an integer outside Int's range, arrays and dictionaries nested more than \(PropertyListReader.maxNesting) deep, a key over 65535 bytes, a value over the store's limit, a real that JSON cannot hold); the command then exits 65, having imported the others.",
+            "Every entry is written in one atomic batch: after a crash, all of them are in the store or none. An entry that cannot be stored is skipped and reported with the reason (an integer outside Int's range, arrays and dictionaries nested more than \(PropertyListReader.maxNesting) deep, a key over 65535 bytes, a value over the store's limit, a real that JSON cannot hold, and with --coder plist a bare string, number, boolean or date, which PropertyListEncoder stores only inside an array or a dictionary); the command then exits 65, having imported the others.",
             "<plist> may be a pipe or a FIFO, read to its end; at most \(maxFileSize >> 20) MiB are read. Creates the store if <dir> does not exist and there is something to import, and takes its lock, so it fails (exit 1) while another process has the store open for writing. Everything is on disk (fdatasync) when the command exits.",
         ],
         arguments: [
@@ -51,7 +52,8 @@ struct ImportDefaultsCommand: Subcommand {
         }
     }
 
-    private struct Skipped: Encodable {
+    /// An entry of the report: a skipped one and why, or one stored as a PropertyListValue and why.
+    private struct EntryReason: Encodable {
         var name: String
         var reason: String
     }
@@ -62,7 +64,9 @@ struct ImportDefaultsCommand: Subcommand {
         var coder: String
         var prefix: String
         var imported: Int
-        var skipped: [Skipped]
+        /// The imported entries stored as a `PropertyListValue`, and the container that mixes kinds.
+        var propertyListValues: [EntryReason]
+        var skipped: [EntryReason]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -70,11 +74,13 @@ struct ImportDefaultsCommand: Subcommand {
         let existed = FileManager.default.fileExists(atPath: directory)
         let maxValueSize = CaskStore.Options().maxValueSize
         var batch = WriteBatch()
-        var skipped: [Skipped] = []
+        var skipped: [EntryReason] = []
+        var mixed: [EntryReason] = []
         for (name, entry) in entries.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }) {
             let key = Array((prefix + name).utf8)
             let value: PropertyListValue
             let bytes: [UInt8]
+            var mixedKinds: PropertyListValue.ConversionError?
             do {
                 if key.isEmpty { throw Skip(reason: CaskError.emptyKey.description) }
                 if key.count > Limits.maxKeyLength {
@@ -84,7 +90,16 @@ struct ImportDefaultsCommand: Subcommand {
                 case .success(let read): value = read
                 case .failure(let error): throw Skip(reason: "\(error)")
                 }
-                do { bytes = try coder.encode(value) } catch {
+                // What `store.set` writes for the Swift value; the value itself when it has none.
+                let typed: any Codable & Sendable
+                do { typed = try value.typedValue() } catch {
+                    mixedKinds = error
+                    typed = value
+                }
+                do { bytes = try coder.encode(typed) } catch {
+                    if coder == .propertyList, let kind = Self.bareKind(value) {
+                        throw Skip(reason: "the plist coder cannot store a bare \(kind): PropertyListEncoder (and so store.set) refuses one outside an array or a dictionary; import with --coder binary or json")
+                    }
                     throw Skip(reason: "does not encode with the \(Self.coderName(coder)) coder: \(error)")
                 }
                 if bytes.count > maxValueSize {
@@ -95,6 +110,7 @@ struct ImportDefaultsCommand: Subcommand {
                 continue
             }
             batch.put(key, bytes)
+            if let mixedKinds { mixed.append(.init(name: name, reason: mixedKinds.description)) }
         }
         if !batch.isEmpty {
             let store = try StoreAccess.openForWriting(directory, createIfMissing: true)
@@ -108,7 +124,7 @@ struct ImportDefaultsCommand: Subcommand {
         }
         if json {
             try output.json(Report(directory: directory, file: file, coder: Self.coderName(coder), prefix: prefix,
-                                   imported: batch.count, skipped: skipped))
+                                   imported: batch.count, propertyListValues: mixed, skipped: skipped))
             return skipped.isEmpty ? .success : .dataError
         }
         if batch.isEmpty {
@@ -117,6 +133,10 @@ struct ImportDefaultsCommand: Subcommand {
         } else {
             let keys = prefix.isEmpty ? "keys are the entry names" : "keys '\(KeyEscaping.escape(Array(prefix.utf8)))' + entry name"
             output.line("Imported \(batch.count) entr\(batch.count == 1 ? "y" : "ies") from \(file) into \(directory) (\(Self.coderName(coder)) coder, \(keys)).")
+        }
+        if !mixed.isEmpty {
+            output.line("Stored \(mixed.count) entr\(mixed.count == 1 ? "y" : "ies") as PropertyListValue (values of mixed kinds, no Swift type of their own):")
+            for entry in mixed { output.line("  \(Self.shortName(entry.name)): \(entry.reason)") }
         }
         if !skipped.isEmpty {
             output.line("Skipped \(skipped.count) entr\(skipped.count == 1 ? "y" : "ies"):")
@@ -134,6 +154,18 @@ struct ImportDefaultsCommand: Subcommand {
         let bytes = Array(name.utf8)
         guard bytes.count > 60 else { return "'\(KeyEscaping.escape(bytes))'" }
         return "'\(KeyEscaping.escape(Array(bytes.prefix(60))))…' (\(bytes.count) bytes)"
+    }
+
+    /// The kind of a value that is neither a container nor data, for a message; nil for those.
+    private static func bareKind(_ value: PropertyListValue) -> String? {
+        switch value {
+        case .string: "string"
+        case .integer: "integer"
+        case .real: "real"
+        case .bool: "boolean"
+        case .date: "date"
+        case .data, .array, .dictionary: nil
+        }
     }
 
     static func coderName(_ coder: ObjectCoder) -> String {

@@ -5,7 +5,9 @@
 /// ```swift
 /// for entry in try PropertyListReader.readDictionary(bytes) {
 ///     switch entry.value {
-///     case .success(let value): try store.set(value, forKey: entry.name)
+///     case .success(let value):
+///         let stored = (try? value.typedValue()) ?? value   // its Swift type, or itself when it mixes kinds
+///         try store.set(stored, forKey: entry.name)
 ///     case .failure(let reason): print("skipped \(entry.name): \(reason)")
 ///     }
 /// }

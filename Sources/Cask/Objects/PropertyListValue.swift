@@ -1,13 +1,14 @@
 import Foundation
 
 /// A property-list value — what a `.plist` file or `UserDefaults` holds — as a `Codable` enum, so it
-/// can be stored with any ``ObjectCoder`` and read back exactly. `cask import-defaults` stores one per
-/// top-level entry of a property-list file:
+/// can be stored with any ``ObjectCoder`` and read back exactly. ``typedValue()`` gives it as the
+/// Swift type it has (`Bool`, `[String]`, …), which is how `cask import-defaults` stores an entry;
+/// an entry whose arrays or dictionaries mix kinds has no such type, and is stored as this enum:
 ///
 /// ```swift
-/// let count = try store.get(PropertyListValue.self, forKey: "defaults/launchCount")   // .integer(12)
-/// if case .integer(let launches)? = count { … }
-/// let object = try store.get(PropertyListValue.self, forKey: "defaults/recent")?.propertyListObject
+/// let mixed = try store.get(PropertyListValue.self, forKey: "defaults/mixed")   // .array([.integer(1), .string("two")])
+/// if case .array(let items)? = mixed { … }
+/// let object = mixed?.propertyListObject   // [Any], for PropertyListSerialization
 /// ```
 ///
 /// Read it with the coder that wrote it (the store's, binary by default). Each value is encoded as a

@@ -8,27 +8,51 @@ import Cask
 import Foundation
 import XCTest
 
+#sourceLocation(file: "docs/tool.md", line: 67)
+extension CaskStore.Keys {
+    static let darkMode = Key<Bool>("defaults/darkMode", default: false)
+    static let fontSize = Key<Int>("defaults/fontSize", default: 12)
+}
+#sourceLocation()
+
 final class ToolExamples: XCTestCase {
-    /// "Importing defaults": the example at docs/tool.md:65.
-    func testImportingDefaults() async throws {
+    /// "Importing defaults": the example at docs/tool.md:66.
+    func testImportingDefaults1() async throws {
         try await Example.run { example in
             let store = try example.openStore()
 #sourceLocation(file: "docs/tool.md", line: 60)
-// what import-defaults stores for launchCount = 12, syncEnabled = true, recent = ["notes.txt"]
-try store.set(PropertyListValue.integer(12), forKey: "defaults/launchCount")
-try store.set(PropertyListValue.bool(true), forKey: "defaults/syncEnabled")
-try store.set(PropertyListValue.array([.string("notes.txt")]), forKey: "defaults/recent")
-#sourceLocation()
-#sourceLocation(file: "docs/tool.md", line: 66)
-let launches = try store.get(PropertyListValue.self, forKey: "defaults/launchCount")   // .integer(12)
-if case .bool(true)? = try store.get(PropertyListValue.self, forKey: "defaults/syncEnabled") { /* … */ }   // sync is on
-let recent = try store.get(PropertyListValue.self, forKey: "defaults/recent")?.propertyListObject   // [Any]
+// what import-defaults stores for darkMode = true, fontSize = 14, recent, limits
+try store.set(true, forKey: "defaults/darkMode")
+try store.set(14, forKey: "defaults/fontSize")
+try store.set(["a.txt", "b.txt"], forKey: "defaults/recent")
+try store.set(["large": 20], forKey: "defaults/limits")
 #sourceLocation()
 #sourceLocation(file: "docs/tool.md", line: 71)
-XCTAssertEqual(launches, .integer(12))
-XCTAssertEqual(recent as? [String], ["notes.txt"])
+let dark = store[.darkMode]                                        // true
+let size = try store.value(for: .fontSize)                         // 14
+let recent = try store.get([String].self, forKey: "defaults/recent")       // ["a.txt", "b.txt"]
+let limits = try store.get([String: Int].self, forKey: "defaults/limits")  // ["large": 20]
 #sourceLocation()
-            _ = (launches, recent)
+#sourceLocation(file: "docs/tool.md", line: 77)
+XCTAssertEqual(dark, true)
+XCTAssertEqual(size, 14)
+XCTAssertEqual(recent, ["a.txt", "b.txt"])
+XCTAssertEqual(limits, ["large": 20])
+#sourceLocation()
+            _ = (dark, size, recent, limits)
+        }
+    }
+
+    /// "Importing defaults": the example at docs/tool.md:90.
+    func testImportingDefaults2() async throws {
+        try await Example.run { example in
+            let store = try example.openStore()
+#sourceLocation(file: "docs/tool.md", line: 89)
+try store.set(PropertyListValue.array([.integer(1), .string("two")]), forKey: "defaults/mixed")
+#sourceLocation()
+#sourceLocation(file: "docs/tool.md", line: 91)
+if case .array(let items)? = try store.get(PropertyListValue.self, forKey: "defaults/mixed") { show(items) }
+#sourceLocation()
         }
     }
 }
