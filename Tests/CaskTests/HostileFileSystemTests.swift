@@ -412,6 +412,51 @@ final class HostileFileSystemTests: XCTestCase {
         }
     }
 
+    /// Issue 27, finding 7: the headroom a store keeps is its active segment's reserved space (1 to
+    /// 2 MiB ahead of its last record, FORMAT.md "Reserved space"). On a disk with not a byte free,
+    /// deletes land in it, and a compaction, which seals the segment, gives it back for its copy.
+    func testDeletesAndACompactionWorkOnADiskWithNoFreeSpace() throws {
+        let disk = try SmallFileSystem()
+        defer { disk.unmount() }
+        let dir = disk.mountPoint.appending("s")
+        var options = CaskStore.Options()
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: dir, options: options)
+        var values: [String: [UInt8]] = [:]
+        for index in 0..<150 {
+            for _ in 0..<2 {
+                let value = (0..<1024).map { _ in UInt8.random(in: 0 ... 255) }
+                try store.put("bulk\(index)", value)
+                values["bulk\(index)"] = value
+            }
+        }
+        // Fill the file system to the last byte.
+        let fillerPath = disk.mountPoint.appending("filler")
+        XCTAssertTrue(FileManager.default.createFile(atPath: fillerPath, contents: nil))
+        let filler = try XCTUnwrap(FileHandle(forWritingAtPath: fillerPath))
+        for size in [1 << 16, 1 << 12, 1] {
+            let chunk = Data(count: size)
+            while (try? filler.write(contentsOf: chunk)) != nil {}
+        }
+        try filler.close()
+        var info = statvfs()
+        XCTAssertEqual(statvfs(disk.mountPoint.path, &info), 0)
+        XCTAssertEqual(info.f_bavail, 0, "the disk still has room")
+        for index in 0..<50 {
+            XCTAssertTrue(try store.delete("bulk\(index)"))
+            values["bulk\(index)"] = nil
+        }
+        let result = try store.compact()
+        XCTAssertGreaterThan(result.segmentsCompacted, 0)
+        XCTAssertEqual(try store.statistics().deadBytes, 0)
+        try store.close()
+        let reopened = try CaskStore.open(at: dir, options: .readOnly)
+        XCTAssertTrue(reopened.recoveryReport.isClean, "\(reopened.recoveryReport)")
+        XCTAssertEqual(reopened.count, values.count)
+        for (key, value) in values { XCTAssertEqual(try reopened.get(key), value, key) }
+        try reopened.close()
+    }
+
     /// Issue 27, finding 7: on a disk with no room to copy every segment's live records at once, a
     /// compaction goes one segment at a time, deadest first — each freeing its file before the
     /// next — so space comes back through Cask with room for one segment's live records.
@@ -601,13 +646,13 @@ final class HostileFileSystemTests: XCTestCase {
     }
 
     /// Issue 27, finding 9: a path that is not UTF-8 (Cask's paths are Swift strings) is refused
-    /// as a usage error that shows the path, escaped, and says why — for the store and for an output.
+    /// as a usage error that shows the path, escaped, and says what to do — for the store and for an output.
     func testPathsThatAreNotUTF8AreRefusedByName() throws {
         let box = try Sandbox()
         let before = try box.outside()
         for (arguments, message) in [
-            ("put \"$(printf 'st\\377')\" k", #"Error: <dir> is not valid UTF-8: 'st\xff'"#),
-            ("export \"\(box.store)\" --output \"$(printf 'out\\376')\"", "Error: --output must name a file (a UTF-8 path)"),
+            ("put \"$(printf 'st\\377')\" k", #"Error: <dir> is not valid UTF-8: 'st\xff' (cask takes UTF-8 paths only: rename it"#),
+            ("export \"\(box.store)\" --output \"$(printf 'out\\376')\"", #"Error: --output is not valid UTF-8: 'out\xfe' (cask takes UTF-8 paths only"#),
         ] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")

@@ -28,8 +28,9 @@ struct ExportCommand: Subcommand {
         directory = try arguments.path("dir")
         prefix = try arguments.option("prefix").map { (value) throws(ToolError) in try arguments.key(value, label: "--prefix") } ?? []
         outputPath = try arguments.option("output").map { (bytes) throws(ToolError) in
-            guard let path = String(validating: bytes, as: UTF8.self), !path.isEmpty else {
-                throw .usage("--output must name a file (a UTF-8 path)")
+            guard !bytes.isEmpty else { throw .usage("--output must name a file") }
+            guard let path = String(validating: bytes, as: UTF8.self) else {
+                throw .usage("--output is not valid UTF-8: '\(KeyEscaping.escape(bytes))' (\(ParsedArguments.utf8PathsOnly))")
             }
             return path
         }

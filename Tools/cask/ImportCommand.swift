@@ -33,8 +33,9 @@ struct ImportCommand: Subcommand {
         directory = try arguments.path("dir")
         json = arguments.flag("json")
         inputPath = try arguments.option("input").map { (bytes) throws(ToolError) in
-            guard let path = String(validating: bytes, as: UTF8.self), !path.isEmpty else {
-                throw .usage("--input must name a file (a UTF-8 path)")
+            guard !bytes.isEmpty else { throw .usage("--input must name a file") }
+            guard let path = String(validating: bytes, as: UTF8.self) else {
+                throw .usage("--input is not valid UTF-8: '\(KeyEscaping.escape(bytes))' (\(ParsedArguments.utf8PathsOnly))")
             }
             return path
         }

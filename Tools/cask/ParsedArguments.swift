@@ -73,11 +73,14 @@ struct ParsedArguments {
 }
 
 extension ParsedArguments {
+    /// What to do with a path that is not UTF-8.
+    static let utf8PathsOnly = "cask takes UTF-8 paths only: rename it, or reach it through a symbolic link whose path is UTF-8"
+
     /// A path argument (paths are handed to the store as strings).
     func path(_ name: String) throws(ToolError) -> String {
         let bytes = argument(name)
         guard var path = String(validating: bytes, as: UTF8.self) else {
-            throw .usage("<\(name)> is not valid UTF-8: '\(KeyEscaping.escape(bytes))'")
+            throw .usage("<\(name)> is not valid UTF-8: '\(KeyEscaping.escape(bytes))' (\(Self.utf8PathsOnly))")
         }
         guard !path.isEmpty else { throw .usage("<\(name)> is empty") }
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }  // `dir/` names files `dir/0000000001.cask`
