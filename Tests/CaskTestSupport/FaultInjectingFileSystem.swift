@@ -71,6 +71,10 @@ package final class FaultInjectingFileSystem: FileSystem, Sendable {
         /// Blocks until a call has arrived at the gate.
         package func waitUntilReached() { arrived.wait() }
 
+        /// Blocks until a call has arrived at the gate or `seconds` have passed; returns whether
+        /// one arrived.
+        package func waitUntilReached(seconds: Double) -> Bool { arrived.wait(timeout: .now() + seconds) == .success }
+
         /// Lets the waiting call (and every later one) through.
         package func open() { opened.signal() }
 

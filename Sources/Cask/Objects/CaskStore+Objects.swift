@@ -56,7 +56,7 @@ extension CaskStore {
     /// Calls `body` with `value` encoded by `coder` for `key`: with the binary coder, the bytes in
     /// a pooled encoder's buffer (no intermediate copy). Throws
     /// ``CaskError/objectEncodingFailed(key:type:codingPath:reason:)`` when it does not encode.
-    private func withEncodedObject<T: Encodable, R>(
+    func withEncodedObject<T: Encodable, R>(
         _ value: T, forKey key: String, coder: ObjectCoder, _ body: (UnsafeRawBufferPointer) throws(CaskError) -> R
     ) throws(CaskError) -> R {
         guard coder == .binary else {

@@ -92,11 +92,18 @@ extension CaskStore {
     /// Makes every write that returned before this call durable (`fdatasync`), in any durability mode.
     /// Concurrent callers and `.fsync` writers share one `fdatasync`.
     public func sync() throws(CaskError) {
+        guard let target = try syncTarget(writer), let writer else { return }
+        try groupCommit.waitUntilDurable(target, force: true, writer: writer)
+    }
+
+    /// For a sync: flushes the write buffer and returns the end of what is written, or nil for a
+    /// read-only store. Throws ``CaskError/closed``.
+    func syncTarget(_ writer: Lock<StoreWriter>?) throws(CaskError) -> SyncPosition? {
         guard let writer else {
             if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
-            return
+            return nil
         }
-        let target = try writer.withLock { (w) throws(CaskError) -> SyncPosition in
+        return try writer.withLock { (w) throws(CaskError) -> SyncPosition in
             try w.checkUsable()
             try Self.flushBuffer(&w, bufferLimit: options.bufferSize, state: state)
             if w.end > w.lastSyncedEnd {
@@ -111,7 +118,6 @@ extension CaskStore {
             }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
-        try groupCommit.waitUntilDurable(target, force: true, writer: writer)
     }
 
     // MARK: The write path
@@ -152,87 +158,90 @@ extension CaskStore {
         guard let writer else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
+        guard options.durability == .fsync else { return try appendRecords(records, writer) != nil }
+        return try groupCommit.append(writer: writer) { () throws(CaskError) in try appendRecords(records, writer) } != nil
+    }
+
+    /// The part of ``append(_:)`` under the writer mutex, without the wait for a sync: returns
+    /// where the records end (the position to sync), or nil when it wrote nothing.
+    func appendRecords(_ records: some WriteRecords, _ writer: Lock<StoreWriter>) throws(CaskError) -> SyncPosition? {
         let durability = options.durability
-        func appendRecords() throws(CaskError) -> SyncPosition? {
-            try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
-                try w.checkUsable()
-                if records.isNoOp(in: state) { return nil }
-                let isBatch = records.isBatch
-                try w.checkSequenceNumbersLeft(records.count + (isBatch ? 1 : 0), directory: directory)
-                if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
-                    try rotate(&w)
-                }
-                let bufferStart = w.buffer.count, segmentEnd = w.end
-                let firstSeq = w.nextSeq
-                let segmentID = UInt32(w.active.id)
-                // A batch's locations go in `w.locations`; a put's or delete's is `single`.
-                var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
-                if isBatch { w.locations.removeAll(keepingCapacity: true) }
-                records.forEach { position, type, key, value, expiresAt in
-                    // The index's misses then overlap the compression and the write.
-                    if !isBatch { w.index.prefetch(key) }
-                    let length = w.encoder.append(
-                        type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
-                        to: &w.buffer)
-                    single = RecordLocation(segmentID: segmentID, offset: UInt32(w.end), length: UInt32(length))
-                    if isBatch { w.locations.append(single) }
-                    w.end += Int64(length)
-                }
-                let commitSeq = firstSeq + UInt64(records.count)
-                var commitLength = 0, commitValueLength = 0
-                if isBatch {
-                    // The commit record: the batch's first seq as its key, its member count as its value.
-                    var commitValue = ByteBuffer(capacity: 10)
-                    commitValue.append(varint: UInt64(records.count))
-                    commitValueLength = commitValue.count
-                    commitLength = withUnsafeBytes(of: firstSeq.littleEndian) { key in
-                        commitValue.withUnsafeBytes { value in
-                            w.encoder.append(type: .batch, seq: commitSeq, key: key, value: value, expiresAt: nil, to: &w.buffer)
-                        }
-                    }
-                    w.end += Int64(commitLength)
-                }
-                if durability != .buffered || w.buffer.count >= options.bufferSize {
-                    do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
-                        w.buffer.count = bufferStart
-                        w.end = segmentEnd
-                        throw error
-                    }
-                }
-                w.nextSeq = isBatch ? commitSeq + 1 : commitSeq
-                let written = w.flushed
-                state.write { shared in
-                    shared.segments.noteWritten(segmentID, length: written)
-                    if isBatch {
-                        // Gets without the lock that overlap the entries' changes fall back to the lock.
-                        shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
-                        atomicMemoryFence(ordering: .releasing)
-                    }
-                    records.forEach { position, type, key, value, expiresAt in
-                        let location = isBatch ? w.locations[position] : single
-                        let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
-                        shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil, seq: firstSeq + UInt64(position))
-                        if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
-                        shared.stats.update(UInt64(segmentID)) {
-                            $0.append(seq: firstSeq + UInt64(position), valueLength: value.count, length: Int(location.length), live: type == .put)
-                        }
-                    }
-                    if isBatch {
-                        shared.stats.update(UInt64(segmentID)) { $0.append(seq: commitSeq, valueLength: commitValueLength, length: commitLength, live: false) }
-                        shared.batchVersion.add(1, ordering: .releasing)
-                    }
-                }
-                records.forEach { position, type, key, _, expiresAt in
-                    publish(
-                        type == .put ? .put : .delete, key: key, seq: firstSeq + UInt64(position), expiresAt: expiresAt,
-                        location: isBatch ? w.locations[position] : single)
-                }
-                if options.automaticCompaction && options.idleCompactionDelay > 0 { watchForCompaction(&w, appending: w.end - segmentEnd) }
-                return SyncPosition(segmentID: w.active.id, offset: w.end)
+        return try writer.withLock { (w) throws(CaskError) -> SyncPosition? in
+            try w.checkUsable()
+            if records.isNoOp(in: state) { return nil }
+            let isBatch = records.isBatch
+            try w.checkSequenceNumbersLeft(records.count + (isBatch ? 1 : 0), directory: directory)
+            if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
+                try rotate(&w)
             }
+            let bufferStart = w.buffer.count, segmentEnd = w.end
+            let firstSeq = w.nextSeq
+            let segmentID = UInt32(w.active.id)
+            // A batch's locations go in `w.locations`; a put's or delete's is `single`.
+            var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
+            if isBatch { w.locations.removeAll(keepingCapacity: true) }
+            records.forEach { position, type, key, value, expiresAt in
+                // The index's misses then overlap the compression and the write.
+                if !isBatch { w.index.prefetch(key) }
+                let length = w.encoder.append(
+                    type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
+                    to: &w.buffer)
+                single = RecordLocation(segmentID: segmentID, offset: UInt32(w.end), length: UInt32(length))
+                if isBatch { w.locations.append(single) }
+                w.end += Int64(length)
+            }
+            let commitSeq = firstSeq + UInt64(records.count)
+            var commitLength = 0, commitValueLength = 0
+            if isBatch {
+                // The commit record: the batch's first seq as its key, its member count as its value.
+                var commitValue = ByteBuffer(capacity: 10)
+                commitValue.append(varint: UInt64(records.count))
+                commitValueLength = commitValue.count
+                commitLength = withUnsafeBytes(of: firstSeq.littleEndian) { key in
+                    commitValue.withUnsafeBytes { value in
+                        w.encoder.append(type: .batch, seq: commitSeq, key: key, value: value, expiresAt: nil, to: &w.buffer)
+                    }
+                }
+                w.end += Int64(commitLength)
+            }
+            if durability != .buffered || w.buffer.count >= options.bufferSize {
+                do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
+                    w.buffer.count = bufferStart
+                    w.end = segmentEnd
+                    throw error
+                }
+            }
+            w.nextSeq = isBatch ? commitSeq + 1 : commitSeq
+            let written = w.flushed
+            state.write { shared in
+                shared.segments.noteWritten(segmentID, length: written)
+                if isBatch {
+                    // Gets without the lock that overlap the entries' changes fall back to the lock.
+                    shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
+                    atomicMemoryFence(ordering: .releasing)
+                }
+                records.forEach { position, type, key, value, expiresAt in
+                    let location = isBatch ? w.locations[position] : single
+                    let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
+                    shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil, seq: firstSeq + UInt64(position))
+                    if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
+                    shared.stats.update(UInt64(segmentID)) {
+                        $0.append(seq: firstSeq + UInt64(position), valueLength: value.count, length: Int(location.length), live: type == .put)
+                    }
+                }
+                if isBatch {
+                    shared.stats.update(UInt64(segmentID)) { $0.append(seq: commitSeq, valueLength: commitValueLength, length: commitLength, live: false) }
+                    shared.batchVersion.add(1, ordering: .releasing)
+                }
+            }
+            records.forEach { position, type, key, _, expiresAt in
+                publish(
+                    type == .put ? .put : .delete, key: key, seq: firstSeq + UInt64(position), expiresAt: expiresAt,
+                    location: isBatch ? w.locations[position] : single)
+            }
+            if options.automaticCompaction && options.idleCompactionDelay > 0 { watchForCompaction(&w, appending: w.end - segmentEnd) }
+            return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
-        guard durability == .fsync else { return try appendRecords() != nil }
-        return try groupCommit.append(writer: writer, appendRecords) != nil
     }
 
     /// Seals the active segment and starts the next one (``StoreWriter/rotate(state:)``), then

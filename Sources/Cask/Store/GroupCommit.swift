@@ -1,3 +1,5 @@
+import Foundation
+
 /// Durability for writers that ask for it: `.fsync` writes and ``CaskStore/sync()`` calls wait
 /// here, outside the writer mutex, until what they wrote is on stable storage, and concurrent
 /// waiters share one `fdatasync` (group commit, rule 3 of ``CaskStore``).
@@ -33,8 +35,86 @@ final class GroupCommit: Sendable {
     let state = ConditionLock(State())
     private let fileSystem: any FileSystem
 
+    /// A task waiting, suspended, for a position to be durable (``durable(_:force:writer:)``).
+    private struct SuspendedWaiter {
+        var target: SyncPosition
+        var force: Bool
+        var continuation: CheckedContinuation<CaskError?, Never>
+    }
+
+    /// The suspended waiters not yet taken by the sync thread, and whether that thread runs.
+    private struct Suspended {
+        var waiters: [SuspendedWaiter] = []
+        var threadRuns = false
+    }
+
+    private let suspended = ConditionLock(Suspended())
+
+    /// How long the sync thread waits for new suspended waiters before it ends.
+    private static let syncThreadLinger: UInt64 = 50_000_000
+
     init(fileSystem: any FileSystem) {
         self.fileSystem = fileSystem
+    }
+
+    /// Suspends until everything up to `target` is on stable storage (`force`: until a sync that
+    /// began after this call has ended), without blocking the calling thread. The syncs run on a
+    /// thread of the store's own — never one of Dispatch's, which on Linux are the Swift
+    /// concurrency pool's too — one `fdatasync` for all the waiters that came while the last one
+    /// ran, beside blocking waiters (``waitUntilDurable(_:force:arriving:writer:)``), whose rules
+    /// it keeps. The thread ends once no waiter has come for 50 ms. Throws the failure of the sync
+    /// that would have covered the target, as every wait after it does.
+    func durable(_ target: SyncPosition, force: Bool, writer: Lock<StoreWriter>) async throws(CaskError) {
+        if !force {
+            let known: CaskError?? = state.withLock { sync, _ in
+                if let failure = sync.failure { return .some(failure) }
+                return sync.synced >= target ? .some(nil) : nil
+            }
+            if let known {
+                if let failure = known { throw failure }
+                return
+            }
+        }
+        let failure = await withCheckedContinuation { (continuation: CheckedContinuation<CaskError?, Never>) in
+            let startThread = suspended.withLock { waiting, waiter -> Bool in
+                waiting.waiters.append(SuspendedWaiter(target: target, force: force, continuation: continuation))
+                waiter.signal()
+                defer { waiting.threadRuns = true }
+                return !waiting.threadRuns
+            }
+            if startThread {
+                let thread = Thread { self.syncForSuspendedWaiters(writer) }
+                thread.name = "cask.group-commit"
+                thread.start()
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The sync thread's work: syncs for the suspended waiters, all that have come at a time,
+    /// until none has come for ``syncThreadLinger``.
+    private func syncForSuspendedWaiters(_ writer: Lock<StoreWriter>) {
+        while true {
+            let batch = suspended.withLock { waiting, waiter -> [SuspendedWaiter] in
+                if waiting.waiters.isEmpty {
+                    let deadline = ConditionLock<Suspended>.monotonicNanoseconds() + Self.syncThreadLinger
+                    while waiting.waiters.isEmpty && ConditionLock<Suspended>.monotonicNanoseconds() < deadline {
+                        waiter.waitForSignal(untilNanoseconds: deadline)
+                    }
+                    if waiting.waiters.isEmpty { waiting.threadRuns = false }
+                }
+                defer { waiting.waiters.removeAll() }
+                return waiting.waiters
+            }
+            guard let target = batch.map(\.target).max() else { return }
+            var failure: CaskError?
+            do throws(CaskError) {
+                try waitUntilDurable(target, force: batch.contains { $0.force }, writer: writer)
+            } catch {
+                failure = error
+            }
+            for waiter in batch { waiter.continuation.resume(returning: failure) }
+        }
     }
 
     /// Runs `append` (a write under the writer mutex, returning where its records end, or nil when it

@@ -91,6 +91,12 @@ extension CaskStore {
     /// `fdatasync` (`.fsync`). Readers see the batch all at once. Durable on return as for `put`.
     /// Every key and value is checked first: one that is refused fails the whole batch, unwritten.
     public func write(_ batch: WriteBatch) throws(CaskError) {
+        guard let batch = try prepared(batch) else { return }
+        _ = try append(batch)
+    }
+
+    /// `batch` with its objects encoded and every operation checked, or nil when it is empty.
+    func prepared(_ batch: WriteBatch) throws(CaskError) -> WriteBatch? {
         let batch = try batch.encodingObjects(for: self)
         for operation in batch.operations {
             switch operation {
@@ -100,14 +106,14 @@ extension CaskStore {
                 try key.withBytes { (key) throws(CaskError) in try validate(key: key, valueLength: 0) }
             }
         }
-        guard !batch.isEmpty else { return }
+        guard !batch.isEmpty else { return nil }
         guard writer != nil else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
         let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.length)
         let worstCase = batch.worstCaseLength
         guard worstCase <= segmentLimit else { throw CaskError.valueTooLarge(length: Int(worstCase), limit: Int(segmentLimit)) }
-        _ = try append(batch)
+        return batch
     }
 }
 

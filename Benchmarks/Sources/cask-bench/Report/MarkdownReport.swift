@@ -275,6 +275,12 @@ struct MarkdownReport {
             md += "| fillsync, 1 writer, paired with one pwrite + fdatasync per op in one process: Cask ÷ reference (median of chunk ratios) "
             md += "| \(String(format: "%.2f×", ratio)) | \(String(format: "%.2f× – %.2f×", range.0, range.1)) |\n"
         }
+        for (workload, label) in [("fillsync_tasks", "`store.suspending.put`"), ("fillsync_tasks_blocking", "the blocking `put`")] {
+            if let s = results.summary("cask", workload, "sync"), let p99 = s.median(of: "probe_p99_ms") {
+                md += "| \(Format.grouped(Double(s.median.num))) durable puts from 1,000 tasks with \(label) (ops/s; a probe task's 1 ms sleeps: p99 overrun) "
+                md += "| \(Format.grouped(s.opsPerSecond)); \(String(format: "%.2f", p99)) ms | \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) |\n"
+            }
+        }
         if let raw = results.summary("rawlog", "fillsync", "sync") {
             md += "| reference: one pwrite + fdatasync per op (ops/s; µs per op) | \(Format.grouped(raw.opsPerSecond)); \(String(format: "%.0f", 1e6 / raw.opsPerSecond)) µs | \(Format.grouped(raw.minimum)) – \(Format.grouped(raw.maximum)) |\n"
         }
@@ -327,6 +333,7 @@ struct MarkdownReport {
         - `mixed`: 2 threads, num/2 operations each on random existing keys: 90% gets, 10% puts (nosync).
         - `deleterandom`: deletes num/10 distinct existing keys, one call each (nosync).
         - `fillsync`: \(Format.grouped(Double(options.fillSyncCount))) puts, each durable before it returns, from 1, 4 or 16 threads at once. `fillsync_paired`: Cask's single writer and the `rawlog` reference (one `pwrite` + `fdatasync` per put) alternating in 10 chunks in one process, so both see the same disk latency; its median chunk ratio judges the 1-writer target.
+        - `fillsync_tasks`: Cask only, durable puts from 1,000 tasks at once (10× fillsync's count) with `store.suspending.put`, while a probe task sleeps 1 ms at a time and records how late it wakes; `fillsync_tasks_blocking`: fillsync's count with the blocking `put` called from the same tasks.
         - `allocs_put`, `allocs_get`: heap allocations per operation (the table above).
         - `objects_set`, `objects_get`, `objects_encode`, `objects_decode`: Codable values (the Objects section).
 

@@ -136,6 +136,15 @@ struct Target: Sendable {
             targets.append(Target(workload: "fillsync", mode: "sync", metric: "vs_rawlog", name: pwrite, kind: .atLeast(0.85), value: nil, detail: "", unit: "×"))
         }
 
+        // Issue 23, item 13: durable puts from 1,000 tasks leave the cooperative pool to the other tasks.
+        let tasks = results.summary("cask", "fillsync_tasks", "sync")
+        let blocking = results.summary("cask", "fillsync_tasks_blocking", "sync")
+        targets.append(Target(workload: "fillsync_tasks", mode: "sync", metric: "probe_p99_ms", name: "1 ms sleeps beside 1,000 tasks' durable puts: p99 overrun",
+                              kind: .atMost(5), value: tasks?.median(of: "probe_p99_ms"),
+                              detail: "median of the runs' p99s; the probe task sleeps 1 ms at a time while the tasks write with `store.suspending`"
+                                  + (blocking?.median(of: "probe_p99_ms").map { String(format: " (with the blocking put: %.0f ms)", $0) } ?? ""),
+                              unit: "ms"))
+
         let open = results.summary("cask", "open", "read")
         var openTarget = Target(workload: "open", mode: "read", metric: "seconds", name: "open of 1M keys with hints", kind: .atMost(0.3),
                                 value: open?.median(of: "seconds"),

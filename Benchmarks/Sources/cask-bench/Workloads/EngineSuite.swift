@@ -44,6 +44,7 @@ struct EngineSuite<E: Engine> {
             for writers in writerCounts { try fillSync(writers: writers) }
         }
         if E.self == CaskEngine.self && wanted("fillsync", "fillsync_paired") { try pairedFillSync() }
+        if E.self == CaskEngine.self && wanted("fillsync_tasks", "fillsync_tasks_blocking") { try taskFillSync() }
     }
 
     // MARK: Measuring

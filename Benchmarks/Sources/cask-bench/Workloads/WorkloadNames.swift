@@ -12,8 +12,10 @@ enum WorkloadName {
     /// `fillsync_paired` runs with `fillsync`: Cask and the raw reference alternating in one process).
     /// `compact`: MB/s of input compacting a store with 50% dead data (every key written twice), with
     /// the disk bytes before and after; `compact_put`: put throughput while a compaction runs, and
-    /// its ratio to put throughput without one.
-    static let caskOnly = ["open_nohints", "fillsync_paired", "compact", "compact_put"]
+    /// its ratio to put throughput without one. `fillsync_tasks` (`store.suspending`) and
+    /// `fillsync_tasks_blocking` (the blocking `put`): durable puts from 1,000 tasks at once, and how
+    /// late a probe task's 1 ms sleeps wake meanwhile.
+    static let caskOnly = ["open_nohints", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking", "compact", "compact_put"]
     /// Allocations per put and per get on the calling thread (a deterministic count).
     static let allocations = ["allocs_put", "allocs_get"]
     /// Codable values (issue 4, ``ObjectsSuite``): encode + store and read + decode of a user profile
@@ -23,7 +25,7 @@ enum WorkloadName {
     /// Names that stand for several workloads in `--only`.
     static let groups = ["objects": objects]
     /// The workloads of the `sync` phase; the objects ones are a phase of their own, the rest the `main` one.
-    static let syncPhase = ["fillsync", "fillsync_paired"]
+    static let syncPhase = ["fillsync", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking"]
 
     static var all: [String] { keyValue + caskOnly + allocations + objects }
 }
