@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 #include "CaskFileCalls.h"
 
 int cask_fallocate(int fd, long long offset, long long length) {
@@ -13,6 +15,15 @@ long long cask_file_system_type(const char *path) {
     struct statfs info;
     if (statfs(path, &info) != 0) return -1;
     return (long long)info.f_type;
+}
+
+long long cask_copy_file_range(int source, long long sourceOffset, int destination, long long destinationOffset, unsigned long long count) {
+    off_t from = (off_t)sourceOffset, to = (off_t)destinationOffset;
+    return (long long)copy_file_range(source, &from, destination, &to, (size_t)count, 0);
+}
+
+int cask_rename_no_replace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
 typedef uint64_t __attribute__((aligned(1))) cask_unaligned_word;

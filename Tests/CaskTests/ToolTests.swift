@@ -104,7 +104,7 @@ final class ToolTests: XCTestCase {
         A store is a directory of segment files. Commands that write (put, delete,
         compact, recover, import, import-defaults) take the store's lock and fail while
         another process has the store open for writing; commands that read (get, list,
-        stat, verify, dump, export) take no lock and work alongside a writer.
+        stat, verify, dump, export, backup) take no lock and work alongside a writer.
 
         USAGE: cask <subcommand>
 
@@ -122,6 +122,8 @@ final class ToolTests: XCTestCase {
           compact                 Rewrite the store without its overwritten and deleted
                                   records.
           recover                 Repair a damaged store (backing up what it changes).
+          backup                  Make a consistent copy of the store, while it is in
+                                  use.
           export                  Write keys, values and expiries as JSON Lines.
           import                  Put the entries of a 'cask export' file into a store.
           import-defaults         Import the entries of a property-list file.

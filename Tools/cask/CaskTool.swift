@@ -5,14 +5,14 @@ enum CaskTool {
         [
             PutCommand.self, GetCommand.self, DeleteCommand.self, ListCommand.self,
             StatCommand.self, VerifyCommand.self, DumpCommand.self,
-            CompactCommand.self, RecoverCommand.self,
+            CompactCommand.self, RecoverCommand.self, BackupCommand.self,
             ExportCommand.self, ImportCommand.self, ImportDefaultsCommand.self,
         ]
     }
 
     static let abstract = "Operate and inspect a Cask store from the shell."
     static let discussion = [
-        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export) take no lock and work alongside a writer.",
+        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export, backup) take no lock and work alongside a writer.",
     ]
     static let usage = "cask <subcommand>"
 

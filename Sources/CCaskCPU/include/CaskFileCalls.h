@@ -16,4 +16,16 @@ long long cask_file_system_type(const char *path);
 /// leaves a prefix of them in the page cache, never a later record after a gap.
 void cask_copy_in_order(void *destination, const void *source, unsigned long count);
 
+/// `copy_file_range(source, &sourceOffset, destination, &destinationOffset, count, 0)`: copies in
+/// the kernel (a reflink where the file system shares blocks). Returns the bytes copied (0 at the
+/// source's end), or -1 with errno set (EXDEV across file systems the kernel will not bridge,
+/// ENOSYS or EOPNOTSUPP where it cannot). Here because the C library declares it only under
+/// `_GNU_SOURCE`.
+long long cask_copy_file_range(int source, long long sourceOffset, int destination, long long destinationOffset, unsigned long long count);
+
+/// `renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE)`: renames only if `to` does not exist
+/// (EEXIST otherwise, whatever it is — an empty directory too, which `rename` would replace).
+/// Returns 0, or -1 with errno set (EINVAL where the file system cannot promise it).
+int cask_rename_no_replace(const char *from, const char *to);
+
 #endif

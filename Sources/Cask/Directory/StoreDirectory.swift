@@ -172,8 +172,7 @@ package struct StoreDirectory {
     /// segment the active one, whose end a writer's open would then cut); one that a compaction
     /// removed since the listing is left out.
     private static func activeSegment(of ids: [UInt64], directory: StoreDirectory, fileSystem: any FileSystem) throws(CaskError) -> UInt64? {
-        guard let newest = ids.last else { return nil }
-        var best: (baseSeq: UInt64, id: UInt64)?
+        var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         for id in ids {
             let path = directory.segmentPath(id)
             let file: OpenFile
@@ -182,10 +181,22 @@ package struct StoreDirectory {
                 throw CaskError.from(error, operation: "open", path: path, reading: true)
             }
             guard case .success(let header) = try SegmentHeader.read(fd: file.descriptor, path: path, fileSystem: fileSystem) else {
-                if id == newest { return newest }
+                headers.append((id, nil))
                 continue
             }
-            if best.map({ (header.baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true { best = (header.baseSeq, id) }
+            headers.append((id, header.baseSeq))
+        }
+        return ids.last.flatMap { activeSegment(among: headers, newest: $0) }
+    }
+
+    /// The rule of ``activeSegment``, on the segments' ids and base seqs (nil: a header that is
+    /// not valid) and the newest id listed: that one if its header is invalid, else the highest
+    /// base seq, ties to the highest id. Also how a backup knows which segment its copy appends to.
+    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64) -> UInt64 {
+        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newest }
+        var best: (baseSeq: UInt64, id: UInt64)?
+        for case let (id, baseSeq?) in headers where best.map({ (baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true {
+            best = (baseSeq, id)
         }
         return best?.id ?? newest
     }

@@ -60,6 +60,23 @@ package protocol FileSystem: Sendable {
     /// can need new blocks for every write). The test file systems see and fault data writes as
     /// `pwrite` calls, so they say no and the store writes with `pwrite`.
     func supportsMappedWrites(in directory: String) -> Bool
+    /// Copies up to `length` bytes of `source` at `offset` to `output` at `outputOffset`; returns
+    /// the bytes copied (fewer only at the source's end, 0 there). The real file system copies in
+    /// the kernel (`copy_file_range`: no trip through user memory, a reflink where the file system
+    /// shares blocks) and falls back to `pread`/`pwrite` where the kernel will not; the test file
+    /// systems copy with their own `pread`/`pwrite`, so that they see, and fault, every byte.
+    func copyRange(from source: Int32, at offset: Int64, to output: Int32, at outputOffset: Int64, length: Int64) throws(Errno) -> Int64
+    /// Gives the file at `existing` a second name `new` (`link(2)`, not following a link at
+    /// `existing`: a symbolic link there is linked as itself). The test file systems throw
+    /// `.notSupported`, so callers must be ready to copy instead.
+    func link(_ existing: String, to new: String) throws(Errno)
+    /// The device and inode of an open file (`fstat`).
+    func identity(_ fd: Int32) throws(Errno) -> FileIdentity
+    /// Removes an empty directory (`rmdir(2)`).
+    func removeDirectory(_ path: String) throws(Errno)
+    /// Renames `from` to `to` only if nothing is at `to` (`renameat2(RENAME_NOREPLACE)`): never
+    /// replaces a file, a link or an empty directory there (`.exists`).
+    func renameNoReplace(_ from: String, to: String) throws(Errno)
 }
 
 extension FileSystem {
@@ -186,7 +203,7 @@ package struct PosixFileSystem: FileSystem {
     }
 
     /// Runs a libc call, retrying while it fails with `EINTR`; throws any other failure.
-    private func retryingInterrupts<R: BinaryInteger>(_ call: () -> R) throws(Errno) -> R {
+    func retryingInterrupts<R: BinaryInteger>(_ call: () -> R) throws(Errno) -> R {
         while true {
             let result = call()
             if result >= 0 { return result }

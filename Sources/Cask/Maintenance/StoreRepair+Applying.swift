@@ -38,6 +38,10 @@ extension StoreRepair {
                     let file = try fileSystem.openFile(segmentPath, flags: O_RDWR, mode: 0)
                     try fileSystem.ftruncate(file.descriptor, length: length)
                     try fileSystem.fdatasync(file.descriptor)
+                } catch where error == .hardLinked {
+                    // A sealed segment that a backup also names: cut a copy, so that the
+                    // backup's file stays as it was.
+                    try rewrite(segmentPath, keeping: length, meter: &meter)
                 } catch {
                     throw CaskError.from(error, operation: "truncate", path: segmentPath)
                 }
@@ -50,6 +54,29 @@ extension StoreRepair {
             }
         }
         meter.finish()
+    }
+
+    /// Cuts the segment at `length` by writing its first `length` bytes to `<segment>.tmp`,
+    /// renamed over it: for a segment with other hard links (a backup's), whose other names must
+    /// keep the file as it is. A crash leaves the old segment or the cut one.
+    func rewrite(_ segmentPath: String, keeping length: Int64, meter: inout ProgressMeter) throws(CaskError) {
+        let temporary = segmentPath + ".tmp"
+        do throws(Errno) {
+            let source = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0)
+            let output = try fileSystem.openFile(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            do throws(Errno) {
+                try copy(from: source.descriptor, at: 0, length: length, to: output.descriptor, at: 0, meter: &meter)
+                try fileSystem.fdatasync(output.descriptor)
+                output.close()  // before the rename
+                try fileSystem.rename(temporary, to: segmentPath)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                try? fileSystem.unlink(temporary)
+                throw error
+            }
+        } catch {
+            throw CaskError.from(error, operation: "cut a copy of segment", path: segmentPath)
+        }
     }
 
     /// Writes the repaired segment as `<segment>.tmp`, syncs it, renames it over the segment and

@@ -77,16 +77,9 @@ extension StoreRepair {
         }
     }
 
-    /// Copies `length` bytes in chunks of 1 MiB; a source shorter than that is an I/O error.
+    /// Copies `length` bytes (``FileSystem/copyAll(from:at:to:at:length:advance:)``); a source
+    /// shorter than that is an I/O error.
     func copy(from source: Int32, at offset: Int64, length: Int64, to output: Int32, at outputOffset: Int64, meter: inout ProgressMeter) throws(Errno) {
-        var done: Int64 = 0
-        while done < length {
-            var chunk = [UInt8](repeating: 0, count: Int(min(1 << 20, length - done)))
-            let read = try chunk.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(source, into: raw, at: offset + done) }
-            guard read == chunk.count else { throw Errno.ioError }
-            try chunk.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output, from: raw, at: outputOffset + done) }
-            done += Int64(read)
-            meter.advance(by: Int64(read))
-        }
+        try fileSystem.copyAll(from: source, at: offset, to: output, at: outputOffset, length: length) { meter.advance(by: $0) }
     }
 }
