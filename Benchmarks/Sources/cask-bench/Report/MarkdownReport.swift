@@ -89,8 +89,10 @@ struct MarkdownReport {
             md += "\(Format.grouped(Double(options.num))) entries, "
             md += "16-byte keys, \(options.valueSize)-byte values (half random, half repeated: ~50% compressible), "
             md += "fillsync \(Format.grouped(Double(options.fillSyncCount))) puts; "
-        } else {
+        } else if results.groups.contains(where: { WorkloadName.objects.contains($0.workload) }) {
             md += "the objects workloads only (num=\(Format.grouped(Double(options.num))); each variant's count is in the Objects section); "
+        } else {
+            md += "Cask's own workloads only (num=\(Format.grouped(Double(options.num)))); "
         }
         md += "\(options.runs) run\(options.runs == 1 ? "" : "s") of every workload, "
         md += "each run one worker process per engine, engines interleaved; the suite took \(String(format: "%.0f", seconds)) s.\n\n"
@@ -281,6 +283,15 @@ struct MarkdownReport {
                 md += "| \(Format.grouped(s.opsPerSecond)); \(String(format: "%.2f", p99)) ms | \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) |\n"
             }
         }
+        for (mode, place) in [("samefs", "on its own file system"), ("otherfs", "onto tmpfs")] {
+            if let s = results.summary("cask", "backup", mode), let seconds = s.median(of: "seconds"), let range = s.range(of: "seconds") {
+                let peers = [("mdb_copy", "mdb_copy_seconds"), ("cp -r", "cp_seconds")].compactMap { name, field in
+                    s.median(of: field).map { String(format: "%@ %.3f s", name, $0) }
+                }.joined(separator: ", ")
+                md += "| `backup` of a \(Format.bytes(s.median.diskBytes)) store \(place) (s; the same data: \(peers)) "
+                md += "| \(String(format: "%.3f", seconds)) | \(String(format: "%.3f – %.3f", range.0, range.1)) |\n"
+            }
+        }
         if let raw = results.summary("rawlog", "fillsync", "sync") {
             md += "| reference: one pwrite + fdatasync per op (ops/s; µs per op) | \(Format.grouped(raw.opsPerSecond)); \(String(format: "%.0f", 1e6 / raw.opsPerSecond)) µs | \(Format.grouped(raw.minimum)) – \(Format.grouped(raw.maximum)) |\n"
         }
@@ -334,6 +345,7 @@ struct MarkdownReport {
         - `deleterandom`: deletes num/10 distinct existing keys, one call each (nosync).
         - `fillsync`: \(Format.grouped(Double(options.fillSyncCount))) puts, each durable before it returns, from 1, 4 or 16 threads at once. `fillsync_paired`: Cask's single writer and the `rawlog` reference (one `pwrite` + `fdatasync` per put) alternating in 10 chunks in one process, so both see the same disk latency; its median chunk ratio judges the 1-writer target.
         - `fillsync_tasks`: Cask only, durable puts from 1,000 tasks at once (10× fillsync's count) with `store.suspending.put`, while a probe task sleeps 1 ms at a time and records how late it wakes; `fillsync_tasks_blocking`: fillsync's count with the blocking `put` called from the same tasks.
+        - `backup`: Cask only, `CaskStore.backup(to:)` of a store of num/4 incompressible 4 KiB values (1 GiB at the default num), synced first (a store at rest), into a directory beside it (`samefs`: sealed segments linked) and onto `/dev/shm` (`otherfs`: every file copied); right after each, `mdb_copy` of an LMDB environment holding the same entries and `cp -r` of the same store's files to the same place.
         - `allocs_put`, `allocs_get`: heap allocations per operation (the table above).
         - `objects_set`, `objects_get`, `objects_encode`, `objects_decode`: Codable values (the Objects section).
 

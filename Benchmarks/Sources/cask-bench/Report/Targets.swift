@@ -176,6 +176,18 @@ struct Target: Sendable {
         caskField("compact_put", "nosync", "ratio", "vs_no_compaction", "puts while compacting ÷ puts without", .atLeast(0.6),
                   "median of the runs' ratios")
 
+        // Issue 24: online backup — links on one file system, copies as fast as cp across two.
+        let sameFS = results.summary("cask", "backup", "samefs")
+        var backupTarget = Target(workload: "backup", mode: "samefs", metric: "seconds", name: "backup of a 1 GB store on its own file system", kind: .atMost(1),
+                                  value: sameFS?.median(of: "seconds"),
+                                  detail: sameFS.map { s in "median seconds for \(Format.bytes(s.median.diskBytes)) (\(s.median(of: "segments_linked").map { String(format: "%.0f", $0) } ?? "?") segments linked)"
+                                      + (s.median(of: "mdb_copy_seconds").map { String(format: "; mdb_copy of the same entries %.2f s", $0) } ?? "") } ?? "",
+                                  unit: "s")
+        if let sameFS, sameFS.median.diskBytes < 1_000_000_000 { backupTarget.caveat = "the target is for 1 GB; this run's store is \(Format.bytes(sameFS.median.diskBytes))" }
+        targets.append(backupTarget)
+        caskField("backup", "otherfs", "vs_cp", "vs_cp", "backup onto another file system ÷ cp -r of the same files", .atLeast(0.8),
+                  "cp's seconds ÷ backup's, onto tmpfs, median of the runs' ratios")
+
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))
         targets.append(Target(workload: "fillrandom", mode: "nosync", metric: "disk_vs_user_data", name: "disk after fillrandom ÷ user data", kind: .atMost(0.9),

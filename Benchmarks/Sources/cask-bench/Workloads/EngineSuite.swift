@@ -33,6 +33,7 @@ struct EngineSuite<E: Engine> {
             }
         }
         if E.self == CaskEngine.self && wanted("compact", "compact_put") { try compaction() }
+        if E.self == CaskEngine.self && wanted("backup") { try backups() }
     }
 
     /// `fillsync` with 1 writer, and 4 and 16 where the engine takes several threads. The

@@ -14,8 +14,10 @@ enum WorkloadName {
     /// the disk bytes before and after; `compact_put`: put throughput while a compaction runs, and
     /// its ratio to put throughput without one. `fillsync_tasks` (`store.suspending`) and
     /// `fillsync_tasks_blocking` (the blocking `put`): durable puts from 1,000 tasks at once, and how
-    /// late a probe task's 1 ms sleeps wake meanwhile.
-    static let caskOnly = ["open_nohints", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking", "compact", "compact_put"]
+    /// late a probe task's 1 ms sleeps wake meanwhile. `backup`: `CaskStore.backup(to:)` of a store of
+    /// num ÷ 4 incompressible 4 KiB values (1 GiB at the default num), on its own file system and on
+    /// tmpfs, with `mdb_copy` of the same entries and `cp -r` of the same files timed beside it.
+    static let caskOnly = ["open_nohints", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking", "compact", "compact_put", "backup"]
     /// Allocations per put and per get on the calling thread (a deterministic count).
     static let allocations = ["allocs_put", "allocs_get"]
     /// Codable values (issue 4, ``ObjectsSuite``): encode + store and read + decode of a user profile
