@@ -28,6 +28,13 @@ final class Output {
         write(Array(text.utf8))
     }
 
+    /// Lets `body` append to the buffer in place (no array of its own to copy), then writes the
+    /// buffer out once it holds 64 KiB: for a command that prints line after line, fast.
+    func append<Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> Void) throws(Failure) {
+        try body(&buffer)
+        if buffer.count >= Self.bufferLimit { flush() }
+    }
+
     /// Writes `text` followed by a newline.
     func line(_ text: String) {
         write(text + "\n")
