@@ -150,26 +150,13 @@ extension ExportLineParser {
         /// Checks one UTF-8 sequence starting at a byte of 0x80 or more (RFC 3629: no overlong
         /// forms, no surrogates, nothing past U+10FFFF) and moves past it.
         private mutating func skipUTF8Sequence() throws(ExportLineProblem) {
-            let lead = bytes[position]
-            let length: Int
-            var low: UInt8 = 0x80, high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: throw problem("not valid UTF-8 (byte 0x\(Self.hex(lead)))", at: position)
+            switch UTF8Sequence.read(bytes, at: position) {
+            case .scalar(_, let length): position += length
+            case .invalidLead: throw problem("not valid UTF-8 (byte 0x\(Self.hex(bytes[position])))", at: position)
+            case .cutShort: throw problem("not valid UTF-8 (a sequence cut short)", at: position)
+            case .invalidContinuation(let offset):
+                throw problem("not valid UTF-8 (byte 0x\(Self.hex(bytes[position + offset])))", at: position + offset)
             }
-            guard bytes.endIndex - position >= length else { throw problem("not valid UTF-8 (a sequence cut short)", at: position) }
-            for offset in 1..<length {
-                let continuation = bytes[position + offset]
-                let range: ClosedRange<UInt8> = offset == 1 ? low...high : 0x80...0xBF
-                guard range.contains(continuation) else { throw problem("not valid UTF-8 (byte 0x\(Self.hex(continuation)))", at: position + offset) }
-            }
-            position += length
         }
 
         /// Resolves the escape at the backslash under the cursor, appending what it stands for.

@@ -6,63 +6,122 @@ import Cask  // Base64. The fuzzing build compiles this file into one module wit
 /// unescaped slashes wrote them — `{"expiresAtMilliseconds":…,"key":"…","value":"…"}` — but
 /// straight into a byte buffer: no Foundation, no intermediate strings, no allocation per line
 /// once the buffer has grown. ``ExportLineParser`` reads every line it writes back to the same entry.
+///
+/// It reads the key and value through raw buffers (the bytes the store lends during a walk, or an
+/// array's), eight bytes at a time where nothing needs escaping; every read is within the buffer's
+/// count, as the comments marked "Safe" say.
 enum ExportLineWriter {
-    /// Appends the line of `entry`, newline included, to `output`.
+    /// Appends the line of an entry, newline included, to `output`.
     static func append(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, expiresAtMilliseconds: UInt64?, to output: inout [UInt8]) {
+        key.withUnsafeBytes { key in
+            value.withUnsafeBytes { value in append(key: key, value: value, expiresAtMilliseconds: expiresAtMilliseconds, to: &output) }
+        }
+    }
+
+    /// Appends the line of an entry whose bytes are lent (valid during the call), newline included.
+    static func append(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, expiresAtMilliseconds: UInt64?, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "{"))
         if let expiry = expiresAtMilliseconds {
-            output += #""expiresAtMilliseconds":"#.utf8
+            append(#""expiresAtMilliseconds":"#, to: &output)
             appendDecimal(expiry, to: &output)
             output.append(UInt8(ascii: ","))
         }
-        appendField("key", key, to: &output)
+        appendField(#""key"#, key, to: &output)
         output.append(UInt8(ascii: ","))
-        appendField("value", value, to: &output)
-        output += "}\n".utf8
+        appendField(#""value"#, value, to: &output)
+        append("}\n", to: &output)
     }
 
-    /// `"name":"text"` when `bytes` are valid UTF-8, else `"nameBase64":"…"`.
-    private static func appendField(_ name: StaticString, _ bytes: ArraySlice<UInt8>, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { output += $0 }
-        if isValidUTF8(bytes) {
-            output += "\":\"".utf8
-            appendEscaped(bytes, to: &output)
-        } else {
-            output += "Base64\":\"".utf8
+    /// `"name":"text"` when `bytes` are valid UTF-8, else `"nameBase64":"…"`; `name` comes with
+    /// its opening quote.
+    private static func appendField(_ name: StaticString, _ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
+        append(name, to: &output)
+        let start = output.count
+        append(#"":""#, to: &output)
+        if !appendEscaped(bytes, to: &output) {
+            output.removeSubrange(start...)
+            append(#"Base64":""#, to: &output)
             Base64.encode(bytes, into: &output)
         }
         output.append(UInt8(ascii: "\""))
     }
 
-    private static func isValidUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {
-        if bytes.allSatisfy({ $0 < 0x80 }) { return true }
-        return String(validating: bytes, as: UTF8.self) != nil
+    private static func append(_ text: StaticString, to output: inout [UInt8]) {
+        text.withUTF8Buffer { output.append(contentsOf: $0) }
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    private static let hexDigits: StaticString = "0123456789abcdef"
 
-    /// The bytes of a JSON string's contents: `"` and `\` escaped, control characters as `\b \t \n
-    /// \f \r` or `\u00xx`, everything else as it is.
-    private static func appendEscaped(_ bytes: ArraySlice<UInt8>, to output: inout [UInt8]) {
-        var runStart = bytes.startIndex
-        for index in bytes.indices {
-            let byte = bytes[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            output += bytes[runStart..<index]
-            runStart = index + 1
-            switch byte {
-            case UInt8(ascii: "\""): output += #"\""#.utf8
-            case UInt8(ascii: "\\"): output += #"\\"#.utf8
-            case 0x08: output += #"\b"#.utf8
-            case 0x09: output += #"\t"#.utf8
-            case 0x0A: output += #"\n"#.utf8
-            case 0x0C: output += #"\f"#.utf8
-            case 0x0D: output += #"\r"#.utf8
-            default: output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
+    /// Eight copies of a byte, for the checks of eight bytes at once.
+    private static func repeated(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
+
+    /// Whether any of the eight bytes of `word` needs escaping in a JSON string: below 0x20, `"` or `\`.
+    /// (`x - 0x01… & ~x & 0x80…` is nonzero exactly when some byte of `x` is zero; with `0x20…`
+    /// for 1, when some byte is below 0x20 — a byte of 0x80 or more never counts, as `~x` clears its
+    /// high bit.)
+    @inline(__always)
+    private static func needsEscaping(_ word: UInt64) -> Bool {
+        let high = repeated(0x80)
+        let control = (word &- repeated(0x20)) & ~word & high
+        let quote = word ^ repeated(UInt8(ascii: "\""))
+        let backslash = word ^ repeated(UInt8(ascii: "\\"))
+        let quotes = (quote &- repeated(0x01)) & ~quote & high
+        let backslashes = (backslash &- repeated(0x01)) & ~backslash & high
+        return control | quotes | backslashes != 0
+    }
+
+    /// Appends the bytes of a JSON string's contents: `"` and `\` escaped, control characters as
+    /// `\b \t \n \f \r` or `\u00xx`, everything else as it is. Runs with nothing to escape are
+    /// found eight bytes at a time and copied whole; a byte past ASCII is only noted, and then the
+    /// bytes are checked as UTF-8 once. Returns false, having appended something to drop, when
+    /// they are not UTF-8.
+    private static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) -> Bool {
+        let count = bytes.count
+        var runStart = 0
+        var index = 0
+        var high: UInt64 = 0  // every byte or-ed in: a high bit set when one is past ASCII
+        while index < count {
+            if count - index >= 8 {
+                // Safe: bytes index..<index + 8 are within the buffer.
+                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                if !needsEscaping(word) {
+                    high |= word
+                    index += 8
+                    continue
+                }
+            }
+            // A byte at a time, through the end of this word (or the tail).
+            let end = min(count, index + 8)
+            while index < end {
+                let byte = bytes[index]
+                high |= UInt64(byte)
+                if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                    index += 1
+                    continue
+                }
+                // Safe: runStart <= index <= count.
+                output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
+                switch byte {
+                case UInt8(ascii: "\""): append(#"\""#, to: &output)
+                case UInt8(ascii: "\\"): append(#"\\"#, to: &output)
+                case 0x08: append(#"\b"#, to: &output)
+                case 0x09: append(#"\t"#, to: &output)
+                case 0x0A: append(#"\n"#, to: &output)
+                case 0x0C: append(#"\f"#, to: &output)
+                case 0x0D: append(#"\r"#, to: &output)
+                default:
+                    append(#"\u00"#, to: &output)
+                    hexDigits.withUTF8Buffer { digits in
+                        output.append(digits[Int(byte >> 4)])
+                        output.append(digits[Int(byte & 15)])
+                    }
+                }
+                index += 1
+                runStart = index
             }
         }
-        output += bytes[runStart...]
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<count]))
+        return high & repeated(0x80) == 0 || UTF8Sequence.isValid(bytes)
     }
 
     private static func appendDecimal(_ value: UInt64, to output: inout [UInt8]) {

@@ -39,7 +39,7 @@ enum KeyEscaping {
             // A byte that starts no valid sequence is escaped alone, and the next byte is looked at
             // afresh: the same text as escaping each maximal invalid subpart byte by byte, since the
             // bytes after a lead in such a subpart are continuation bytes, which start nothing.
-            guard let (scalar, length) = scalar(in: bytes, at: index) else {
+            guard case .scalar(let value, let length) = UTF8Sequence.read(bytes, at: index), let scalar = Unicode.Scalar(value) else {
                 appendHex(byte, to: &output)
                 index += 1
                 continue
@@ -52,32 +52,6 @@ enum KeyEscaping {
             }
             index += length
         }
-    }
-
-    /// The scalar of the UTF-8 sequence of two to four bytes at `index`, and its length; nil if the
-    /// bytes there are not one (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF).
-    private static func scalar<Bytes: RandomAccessCollection<UInt8>>(in bytes: Bytes, at index: Int) -> (Unicode.Scalar, Int)? where Bytes.Index == Int {
-        let lead = bytes[index]
-        let length: Int
-        var low: UInt8 = 0x80, high: UInt8 = 0xBF
-        switch lead {
-        case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; low = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; high = 0x9F
-        case 0xF0: length = 4; low = 0x90
-        case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; high = 0x8F
-        default: return nil
-        }
-        guard bytes.endIndex - index >= length else { return nil }
-        var value = UInt32(lead) & (0x7F >> length)
-        for offset in 1..<length {
-            let continuation = bytes[index + offset]
-            guard (offset == 1 ? low...high : 0x80...0xBF).contains(continuation) else { return nil }
-            value = value << 6 | UInt32(continuation & 0x3F)
-        }
-        return Unicode.Scalar(value).map { ($0, length) }
     }
 
     struct InvalidEscape: Error {

@@ -85,9 +85,17 @@ final class OutputFile {
     }
 
     func write(_ bytes: [UInt8]) throws(ToolError) {
+        if bytes.count >= Self.bufferLimit {
+            // A chunk already as large as the buffer goes out as it is, not copied into it first.
+            try flush()
+            try writeAll(bytes)
+            return
+        }
         buffer += bytes
-        if buffer.count >= 64 << 10 { try flush() }
+        if buffer.count >= Self.bufferLimit { try flush() }
     }
+
+    private static let bufferLimit = 64 << 10
 
     /// Writes what is buffered and, for a staged file, makes it durable and puts it in place.
     func commit() throws(ToolError) {
@@ -115,16 +123,20 @@ final class OutputFile {
     }
 
     private func flush() throws(ToolError) {
+        try writeAll(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ bytes: [UInt8]) throws(ToolError) {
         var done = 0
-        while done < buffer.count {
-            let written = buffer.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + done, raw.count - done) }
+        while done < bytes.count {
+            let written = bytes.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + done, raw.count - done) }
             if written < 0 {
                 if errno == EINTR { continue }
                 throw .failure("cannot write \(staging?.temporary ?? path): \(Self.reason(errno))")
             }
             done += written
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 
     /// The directory holding `path`'s last component.
