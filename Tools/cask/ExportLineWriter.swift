@@ -8,8 +8,8 @@ import Cask  // Base64. The fuzzing build compiles this file into one module wit
 /// once the buffer has grown. ``ExportLineParser`` reads every line it writes back to the same entry.
 ///
 /// It reads the key and value through raw buffers (the bytes the store lends during a walk, or an
-/// array's), eight bytes at a time where nothing needs escaping; every read is within the buffer's
-/// count, as the comments marked "Safe" say.
+/// array's), eight bytes at a time where nothing needs escaping (``ByteScan``); every read is within
+/// the buffer's count, as the comments marked "Safe" say.
 enum ExportLineWriter {
     /// Appends the line of an entry, newline included, to `output`.
     static func append(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, expiresAtMilliseconds: UInt64?, to output: inout [UInt8]) {
@@ -52,24 +52,6 @@ enum ExportLineWriter {
 
     private static let hexDigits: StaticString = "0123456789abcdef"
 
-    /// Eight copies of a byte, for the checks of eight bytes at once.
-    private static func repeated(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
-
-    /// Whether any of the eight bytes of `word` needs escaping in a JSON string: below 0x20, `"` or `\`.
-    /// (`x - 0x01… & ~x & 0x80…` is nonzero exactly when some byte of `x` is zero; with `0x20…`
-    /// for 1, when some byte is below 0x20 — a byte of 0x80 or more never counts, as `~x` clears its
-    /// high bit.)
-    @inline(__always)
-    private static func needsEscaping(_ word: UInt64) -> Bool {
-        let high = repeated(0x80)
-        let control = (word &- repeated(0x20)) & ~word & high
-        let quote = word ^ repeated(UInt8(ascii: "\""))
-        let backslash = word ^ repeated(UInt8(ascii: "\\"))
-        let quotes = (quote &- repeated(0x01)) & ~quote & high
-        let backslashes = (backslash &- repeated(0x01)) & ~backslash & high
-        return control | quotes | backslashes != 0
-    }
-
     /// Appends the bytes of a JSON string's contents: `"` and `\` escaped, control characters as
     /// `\b \t \n \f \r` or `\u00xx`, everything else as it is. Runs with nothing to escape are
     /// found eight bytes at a time and copied whole; a byte past ASCII is only noted, and then the
@@ -84,7 +66,7 @@ enum ExportLineWriter {
             if count - index >= 8 {
                 // Safe: bytes index..<index + 8 are within the buffer.
                 let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                if !needsEscaping(word) {
+                if ByteScan.escapeBits(word) == 0 {
                     high |= word
                     index += 8
                     continue
@@ -121,7 +103,7 @@ enum ExportLineWriter {
             }
         }
         output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<count]))
-        return high & repeated(0x80) == 0 || UTF8Sequence.isValid(bytes)
+        return high & ByteScan.repeated(0x80) == 0 || UTF8Sequence.isValid(bytes)
     }
 
     private static func appendDecimal(_ value: UInt64, to output: inout [UInt8]) {
