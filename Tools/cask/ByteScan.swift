@@ -11,10 +11,11 @@ enum ByteScan {
     @inline(__always)
     static func repeated(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
 
-    /// The high bit of each byte of `word` that is below 0x20, `"` or `\` — exactly when there is
-    /// one, not always at the right bytes (`x - 0x01… & ~x & 0x80…` is nonzero exactly when some
-    /// byte of `x` is zero; with `0x20…` for `0x01…`, when some byte is below 0x20; a byte of 0x80
-    /// or more never counts, as `~x` clears its high bit).
+    /// The high bits of the bytes of `word` (little-endian) that are below 0x20, `"` or `\`: nonzero
+    /// exactly when there is such a byte, and its lowest set bit is that of the first one, though a
+    /// byte after it may be marked too (`x - 0x01… & ~x & 0x80…` marks a zero byte, and a borrow
+    /// runs only upwards, from a byte that is marked; with `0x20…` for `0x01…`, bytes below 0x20;
+    /// a byte of 0x80 or more is never marked, as `~x` clears its high bit).
     @inline(__always)
     static func escapeBits(_ word: UInt64) -> UInt64 {
         let high = repeated(0x80)
@@ -42,7 +43,8 @@ enum ByteScan {
             while count - offset >= 8 {
                 // Safe: bytes offset..<offset + 8 are within the buffer.
                 let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                if escapeBits(word) | (word & repeated(0x80)) != 0 { break }
+                let marks = escapeBits(word) | (word & repeated(0x80))
+                if marks != 0 { return bytes.startIndex + offset + marks.trailingZeroBitCount >> 3 }
                 offset += 8
             }
             while offset < count, !endsPlainRun(raw[offset]) { offset += 1 }

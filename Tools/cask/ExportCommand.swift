@@ -50,11 +50,12 @@ struct ExportCommand: Subcommand {
         let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         let progress = ProgressReporter(label: "exporting", output: output, unit: .items("keys"))
         progress.update(0, of: Int64(total))
-        var chunk: [UInt8] = []
-        chunk.reserveCapacity(Self.chunkSize + 4096)
+        var chunk = ByteSink(capacity: Self.chunkSize + (64 << 10))
         func writeChunk() throws(ToolError) {
-            if let sink { try sink.write(chunk) } else { output.write(chunk) }
-            chunk.removeAll(keepingCapacity: true)
+            try chunk.withUnsafeBytes { (bytes) throws(ToolError) in
+                if let sink { try sink.write(bytes) } else { output.write(bytes) }
+            }
+            chunk.removeAll()
         }
         var exported = 0
         // The ordered walk reads each record where the index points, in key order, and lends its

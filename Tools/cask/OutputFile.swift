@@ -85,6 +85,11 @@ final class OutputFile {
     }
 
     func write(_ bytes: [UInt8]) throws(ToolError) {
+        try bytes.withUnsafeBytes { raw in Result { () throws(ToolError) in try write(raw) } }.get()
+    }
+
+    /// Writes `bytes` (valid during the call): buffered when small, else through at once.
+    func write(_ bytes: UnsafeRawBufferPointer) throws(ToolError) {
         if bytes.count >= Self.bufferLimit {
             // A chunk already as large as the buffer goes out as it is, not copied into it first.
             try flush()
@@ -123,14 +128,14 @@ final class OutputFile {
     }
 
     private func flush() throws(ToolError) {
-        try writeAll(buffer)
+        try buffer.withUnsafeBytes { raw in Result { () throws(ToolError) in try writeAll(raw) } }.get()
         buffer.removeAll(keepingCapacity: true)
     }
 
-    private func writeAll(_ bytes: [UInt8]) throws(ToolError) {
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ToolError) {
         var done = 0
         while done < bytes.count {
-            let written = bytes.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + done, raw.count - done) }
+            let written = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw .failure("cannot write \(staging?.temporary ?? path): \(Self.reason(errno))")
