@@ -36,26 +36,47 @@ struct ExportCommand: Subcommand {
         }
     }
 
+    /// Lines are gathered in a buffer of about this size, then written out at once.
+    private static let chunkSize = 256 << 10
+    /// Progress is updated once per this many keys (an update reads the clock).
+    private static let progressStride = 4096
+
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let sink = try outputPath.map { (path) throws(ToolError) in try OutputFile(path: path, storeDirectory: directory) }
         let store = try StoreAccess.openForReading(directory)
         defer { try? store.close() }
-        let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
+        let range = KeyRange.prefix(prefix)
+        let total = try CaskError.wrap { () throws(CaskError) in try store.count(in: range) }
         let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
-        var line: [UInt8] = []
         let progress = ProgressReporter(label: "exporting", output: output, unit: .items("keys"))
-        var exported = 0
-        progress.update(0, of: Int64(keys.count))
-        for (position, key) in keys.enumerated() {
-            // A key deleted or expired since it was listed has no entry: skip it.
-            if let entry = try CaskError.wrap({ () throws(CaskError) in try store.entry(key) }) {
-                line.removeAll(keepingCapacity: true)
-                ExportLine.append(entry, to: &line)
-                if let sink { try sink.write(line) } else { output.write(line) }
-                exported += 1
+        progress.update(0, of: Int64(total))
+        var chunk = ByteSink(capacity: Self.chunkSize + (64 << 10))
+        func writeChunk() throws(ToolError) {
+            try chunk.withUnsafeBytes { (bytes) throws(ToolError) in
+                if let sink { try sink.write(bytes) } else { output.write(bytes) }
             }
-            progress.update(Int64(position + 1), of: Int64(keys.count))
+            chunk.removeAll()
         }
+        var exported = 0
+        // The ordered walk reads each record where the index points, in key order, and lends its
+        // key and value: no listing of the keys first, no look-up or array per key. A key deleted
+        // or expired since the open is not visited.
+        do {
+            try store.forEachEntry(in: range) { key, value, expiresAt in
+                ExportLineWriter.append(key: key, value: value, expiresAtMilliseconds: expiresAt, to: &chunk)
+                exported += 1
+                if chunk.count >= Self.chunkSize { try writeChunk() }
+                if exported % Self.progressStride == 0 { progress.update(Int64(exported), of: Int64(max(total, exported))) }
+            }
+        } catch let error as ToolError {
+            throw error
+        } catch let error as CaskError {
+            throw ToolError.store(error)
+        } catch {
+            throw ToolError.failure("\(error)")
+        }
+        try writeChunk()
+        progress.update(Int64(exported), of: Int64(max(total, exported)))
         progress.finish()
         if let sink, let outputPath {
             try sink.commit()

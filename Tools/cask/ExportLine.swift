@@ -18,17 +18,19 @@ enum ExportLine {
         ExportLineWriter.append(key: entry.key[...], value: entry.value[...], expiresAtMilliseconds: entry.expiresAtMilliseconds, to: &output)
     }
 
-    /// The entry a line describes, checked against the store's limits; throws the reason it is
-    /// malformed. `isFirstLine`: the line starts the input (only there may a byte-order mark be).
-    static func decode(_ line: ArraySlice<UInt8>, isFirstLine: Bool, maxValueSize: Int) throws(ExportLineProblem) -> CaskStore.Entry {
-        let parsed = try ExportLineParser.parse(line, isFirstLine: isFirstLine)
-        if parsed.key.isEmpty { throw ExportLineProblem(reason: "the key is empty (keys are 1 to \(Limits.maxKeyLength) bytes)") }
-        if parsed.key.count > Limits.maxKeyLength {
-            throw ExportLineProblem(reason: "the key is \(parsed.key.count) bytes, over the limit of \(Limits.maxKeyLength) bytes")
+    /// Reads the entry a line describes into `entry` (whose arrays' storage is reused) and checks
+    /// it against the store's limits; throws the reason it is malformed. `isFirstLine`: the line
+    /// starts the input (only there may a byte-order mark be).
+    static func decode(
+        _ line: ArraySlice<UInt8>, isFirstLine: Bool, maxValueSize: Int, into entry: inout ExportEntry, scratch: inout ExportLineParser.Scratch
+    ) throws(ExportLineProblem) {
+        try ExportLineParser.parse(line, isFirstLine: isFirstLine, into: &entry, scratch: &scratch)
+        if entry.key.isEmpty { throw ExportLineProblem(reason: "the key is empty (keys are 1 to \(Limits.maxKeyLength) bytes)") }
+        if entry.key.count > Limits.maxKeyLength {
+            throw ExportLineProblem(reason: "the key is \(entry.key.count) bytes, over the limit of \(Limits.maxKeyLength) bytes")
         }
-        if parsed.value.count > maxValueSize {
-            throw ExportLineProblem(reason: "the value is \(parsed.value.count) bytes, over the limit of \(maxValueSize) bytes")
+        if entry.value.count > maxValueSize {
+            throw ExportLineProblem(reason: "the value is \(entry.value.count) bytes, over the limit of \(maxValueSize) bytes")
         }
-        return CaskStore.Entry(key: parsed.key, value: parsed.value, expiresAtMilliseconds: parsed.expiresAtMilliseconds)
     }
 }

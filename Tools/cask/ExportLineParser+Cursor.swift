@@ -37,12 +37,14 @@ extension ExportLineParser {
             while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { position += 1 }
         }
 
-        /// The value of `field`, starting at the current position.
-        mutating func value(for field: Field) throws(ExportLineProblem) -> FieldValue {
+        /// The value of `field`, starting at the current position; a string's bytes (escapes
+        /// resolved) are appended to `text`.
+        mutating func value(for field: Field, text: inout [UInt8]) throws(ExportLineProblem) -> FieldValue {
             guard let byte = peek() else { throw problem("not valid JSON: a value is missing after \"\(field.rawValue)\"", at: position) }
             switch byte {
             case UInt8(ascii: "\""):
-                return .string(try string())
+                try string(into: &text)
+                return .string
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
                 return try number()
             case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -57,6 +59,26 @@ extension ExportLineParser {
             }
         }
 
+        /// The name of the member at the cursor (its opening quote), escapes resolved: the bytes
+        /// between the quotes as they are when they hold no escape (the names of the format never
+        /// do), else unescaped into `scratch`.
+        mutating func memberName(scratch: inout [UInt8]) throws(ExportLineProblem) -> ArraySlice<UInt8> {
+            let start = position + 1
+            var end = start
+            while end < bytes.endIndex {
+                let byte = bytes[end]
+                if byte == UInt8(ascii: "\"") {
+                    position = end + 1
+                    return bytes[start..<end]
+                }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
+                end += 1
+            }
+            if !scratch.isEmpty { scratch.removeAll(keepingCapacity: true) }
+            try string(into: &scratch)
+            return scratch[...]
+        }
+
         /// The length of the `true`, `false` or `null` at the cursor, if one is there.
         var literalLength: Int? {
             for word: StaticString in ["true", "false", "null"] where hasWord(word) { return word.utf8CodeUnitCount }
@@ -67,7 +89,7 @@ extension ExportLineParser {
         /// ``skipContainer()``).
         private mutating func skipMemberName() throws(ExportLineProblem) {
             guard peek() == UInt8(ascii: "\"") else { throw problem("not valid JSON: expected a field name in double quotes", at: position) }
-            _ = try string()
+            try skipString()
             skipWhitespace()
             guard peek() == UInt8(ascii: ":") else { throw problem("not valid JSON: expected ':'", at: position) }
             position += 1
@@ -120,56 +142,60 @@ extension ExportLineParser {
             if position == start { throw problem("not valid JSON: a number needs digits after \(what)", at: position) }
         }
 
-        /// A JSON string starting at the opening quote: its UTF-8 bytes, escapes resolved.
-        mutating func string() throws(ExportLineProblem) -> [UInt8] {
+        /// Reads the JSON string that starts at the opening quote under the cursor, appending its
+        /// UTF-8 bytes, escapes resolved, to `output`: each run of bytes between escapes is copied
+        /// in one piece.
+        mutating func string(into output: inout [UInt8]) throws(ExportLineProblem) {
             position += 1  // the opening quote
-            var output: [UInt8] = []
-            // The run of bytes since the last escape, copied in one piece.
             var runStart = position
             while true {
-                guard let byte = peek() else { throw problem("not valid JSON: a string is not closed", at: runStart) }
+                // Past the bytes that are themselves (printable ASCII but '"' and '\\'), eight at a time.
+                position = ByteScan.plainRunEnd(in: bytes, from: position)
+                guard position < bytes.endIndex else { throw problem("not valid JSON: a string is not closed", at: runStart) }
+                let byte = bytes[position]
                 switch byte {
                 case UInt8(ascii: "\""):
-                    output += bytes[runStart..<position]
+                    copy(runStart..<position, to: &output)
                     position += 1
-                    return output
+                    return
                 case UInt8(ascii: "\\"):
-                    output += bytes[runStart..<position]
+                    copy(runStart..<position, to: &output)
                     try escape(into: &output)
                     runStart = position
                 case 0..<0x20:
                     throw problem("not valid JSON: a raw control character (byte 0x\(Self.hex(byte))) in a string; escape it", at: position)
-                case 0..<0x80:
-                    position += 1
                 default:
                     try skipUTF8Sequence()
                 }
             }
         }
 
+        /// Appends the line's bytes in `range` to `output`, in one copy.
+        @inline(__always)
+        private func copy(_ range: Range<Int>, to output: inout [UInt8]) {
+            let start = bytes.startIndex
+            bytes.withUnsafeBufferPointer { line in
+                // Safe: `range` lies within the line, whose indices start at `start`.
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: line[(range.lowerBound - start)..<(range.upperBound - start)]))
+            }
+        }
+
+        /// Checks the JSON string at the cursor and moves past it (a value no field keeps).
+        mutating func skipString() throws(ExportLineProblem) {
+            var ignored: [UInt8] = []
+            try string(into: &ignored)
+        }
+
         /// Checks one UTF-8 sequence starting at a byte of 0x80 or more (RFC 3629: no overlong
         /// forms, no surrogates, nothing past U+10FFFF) and moves past it.
         private mutating func skipUTF8Sequence() throws(ExportLineProblem) {
-            let lead = bytes[position]
-            let length: Int
-            var low: UInt8 = 0x80, high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: throw problem("not valid UTF-8 (byte 0x\(Self.hex(lead)))", at: position)
+            switch UTF8Sequence.read(bytes, at: position) {
+            case .scalar(_, let length): position += length
+            case .invalidLead: throw problem("not valid UTF-8 (byte 0x\(Self.hex(bytes[position])))", at: position)
+            case .cutShort: throw problem("not valid UTF-8 (a sequence cut short)", at: position)
+            case .invalidContinuation(let offset):
+                throw problem("not valid UTF-8 (byte 0x\(Self.hex(bytes[position + offset])))", at: position + offset)
             }
-            guard bytes.endIndex - position >= length else { throw problem("not valid UTF-8 (a sequence cut short)", at: position) }
-            for offset in 1..<length {
-                let continuation = bytes[position + offset]
-                let range: ClosedRange<UInt8> = offset == 1 ? low...high : 0x80...0xBF
-                guard range.contains(continuation) else { throw problem("not valid UTF-8 (byte 0x\(Self.hex(continuation)))", at: position + offset) }
-            }
-            position += length
         }
 
         /// Resolves the escape at the backslash under the cursor, appending what it stands for.
@@ -243,7 +269,7 @@ extension ExportLineParser {
                         skipWhitespace()
                         if peek() == UInt8(ascii: "]") { position += 1; closers.removeLast(); expectValue = false }
                     case UInt8(ascii: "\""):
-                        _ = try string()
+                        try skipString()
                         expectValue = false
                     case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
                         _ = try number()

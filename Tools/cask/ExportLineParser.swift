@@ -32,9 +32,27 @@ enum ExportLineParser {
     enum Field: String, CaseIterable {
         case expiresAtMilliseconds, key, keyBase64, value, valueBase64
 
-        /// The field named by these bytes, compared without making a string.
-        init?(_ name: [UInt8]) {
-            guard let field = Field.allCases.first(where: { $0.rawValue.utf8.elementsEqual(name) }) else { return nil }
+        /// The field named by these bytes, compared without making a string (the names' lengths
+        /// differ, so one comparison decides).
+        init?(_ name: ArraySlice<UInt8>) {
+            let field: Field, spelling: StaticString
+            switch name.count {
+            case 21: (field, spelling) = (.expiresAtMilliseconds, "expiresAtMilliseconds")
+            case 3: (field, spelling) = (.key, "key")
+            case 9: (field, spelling) = (.keyBase64, "keyBase64")
+            case 5: (field, spelling) = (.value, "value")
+            case 11: (field, spelling) = (.valueBase64, "valueBase64")
+            default: return nil
+            }
+            let matches = spelling.withUTF8Buffer { spelled in
+                var index = name.startIndex
+                for byte in spelled {
+                    guard name[index] == byte else { return false }
+                    index += 1
+                }
+                return true
+            }
+            guard matches else { return nil }
             self = field
         }
     }
@@ -42,6 +60,30 @@ enum ExportLineParser {
     /// The entry `line` describes. `isFirstLine`: the line starts the input (a byte-order mark
     /// may start it).
     static func parse(_ line: ArraySlice<UInt8>, isFirstLine: Bool) throws(ExportLineProblem) -> ExportEntry {
+        var entry = ExportEntry(key: [], value: [])
+        var scratch = Scratch()
+        try parse(line, isFirstLine: isFirstLine, into: &entry, scratch: &scratch)
+        return entry
+    }
+
+    /// Buffers a parse uses besides the entry's, kept from line to line so that reading a line
+    /// allocates nothing once they have grown: the text of a base64 field, and a field name
+    /// with an escape in it.
+    struct Scratch {
+        fileprivate var keyBase64: [UInt8] = []
+        fileprivate var valueBase64: [UInt8] = []
+        fileprivate var other: [UInt8] = []
+    }
+
+    /// Reads `line` into `entry`, reusing its arrays' storage (what they held is replaced): the
+    /// same entry and the same errors as ``parse(_:isFirstLine:)``. After a throw `entry` holds
+    /// nothing to use.
+    static func parse(_ line: ArraySlice<UInt8>, isFirstLine: Bool, into entry: inout ExportEntry, scratch: inout Scratch) throws(ExportLineProblem) {
+        clear(&entry.key)
+        clear(&entry.value)
+        entry.expiresAtMilliseconds = nil
+        clear(&scratch.keyBase64)
+        clear(&scratch.valueBase64)
         var cursor = Cursor(line)
         if isFirstLine, cursor.startsWithByteOrderMark { cursor.position += 3 }
         var fields = Fields()
@@ -68,7 +110,7 @@ enum ExportLineParser {
                 guard cursor.peek() == UInt8(ascii: "\"") else {
                     throw cursor.problem(cursor.peek() == UInt8(ascii: "}") ? "not valid JSON: a trailing comma before '}'" : "not valid JSON: expected a field name in double quotes", at: nameStart)
                 }
-                let name = try cursor.string()
+                let name = try cursor.memberName(scratch: &scratch.other)
                 guard let field = Field(name) else {
                     throw cursor.problem("unknown field \"\(String(decoding: name, as: UTF8.self))\" (a line has \"key\" or \"keyBase64\", \"value\" or \"valueBase64\", and may have \"expiresAtMilliseconds\")")
                 }
@@ -77,7 +119,17 @@ enum ExportLineParser {
                 guard cursor.peek() == UInt8(ascii: ":") else { throw cursor.problem("not valid JSON: expected ':' after \"\(field.rawValue)\"", at: cursor.position) }
                 cursor.position += 1
                 cursor.skipWhitespace()
-                fields[field] = try cursor.value(for: field)
+                // Each string goes straight to where it is kept: the entry's key or value, or the
+                // base64 text decoded once the whole line has been read.
+                switch field {
+                case .key: fields[field] = try cursor.value(for: field, text: &entry.key)
+                case .value: fields[field] = try cursor.value(for: field, text: &entry.value)
+                case .keyBase64: fields[field] = try cursor.value(for: field, text: &scratch.keyBase64)
+                case .valueBase64: fields[field] = try cursor.value(for: field, text: &scratch.valueBase64)
+                case .expiresAtMilliseconds:
+                    clear(&scratch.other)
+                    fields[field] = try cursor.value(for: field, text: &scratch.other)
+                }
                 cursor.skipWhitespace()
                 guard let next = cursor.peek() else { throw cursor.problem("not valid JSON: the object is not closed with '}'", at: cursor.position) }
                 cursor.position += 1
@@ -95,30 +147,40 @@ enum ExportLineParser {
             case .other?, .string?: throw ExportLineProblem(reason: "\"expiresAtMilliseconds\" is not an integer from 0 to \(UInt64.max)")
             }
         }
-        let key = try bytes(fields, .key, .keyBase64, "key")
-        let value = try bytes(fields, .value, .valueBase64, "value")
-        return ExportEntry(key: key, value: value, expiresAtMilliseconds: try expiry())
+        try bytes(fields, .key, .keyBase64, "key", text: scratch.keyBase64, into: &entry.key)
+        try bytes(fields, .value, .valueBase64, "value", text: scratch.valueBase64, into: &entry.value)
+        entry.expiresAtMilliseconds = try expiry()
     }
 
-    /// The bytes of a `name` / `nameBase64` pair, exactly one of which must be present.
-    private static func bytes(_ fields: Fields, _ text: Field, _ base64: Field, _ name: String) throws(ExportLineProblem) -> [UInt8] {
-        func string(_ field: Field) throws(ExportLineProblem) -> [UInt8]? {
+    /// Empties `bytes`, keeping their storage (and sparing the call when they are empty already).
+    @inline(__always)
+    private static func clear(_ bytes: inout [UInt8]) {
+        if !bytes.isEmpty { bytes.removeAll(keepingCapacity: true) }
+    }
+
+    /// Checks that exactly one of a `name` / `nameBase64` pair is present, as a string; for the
+    /// base64 one, decodes its `text` into `bytes` (which then hold nothing else: a string of the
+    /// plain field went there, and it is absent).
+    private static func bytes(
+        _ fields: Fields, _ plain: Field, _ base64: Field, _ name: String, text: [UInt8], into bytes: inout [UInt8]
+    ) throws(ExportLineProblem) {
+        func isString(_ field: Field) throws(ExportLineProblem) -> Bool {
             switch fields[field] {
-            case nil: return nil
-            case .string(let bytes)?: return bytes
+            case nil: return false
+            case .string?: return true
             case .integer?, .other?: throw ExportLineProblem(reason: "\"\(field.rawValue)\" is not a string")
             }
         }
-        switch (try string(text), try string(base64)) {
-        case (let bytes?, nil):
-            return bytes
-        case (nil, let encoded?):
-            do { return try Base64.decode(encoded[...]) } catch {
+        switch (try isString(plain), try isString(base64)) {
+        case (true, false):
+            return
+        case (false, true):
+            do { try Base64.decode(text[...], appendingTo: &bytes) } catch {
                 throw ExportLineProblem(reason: "\"\(name)Base64\" is not valid base64: \(Self.describe(error))")
             }
-        case (nil, nil):
+        case (false, false):
             throw ExportLineProblem(reason: "no \(name): give \"\(name)\" (UTF-8 text) or \"\(name)Base64\"")
-        case (_?, _?):
+        case (true, true):
             throw ExportLineProblem(reason: "both \"\(name)\" and \"\(name)Base64\" (give one)")
         }
     }
@@ -163,10 +225,11 @@ enum ExportLineParser {
         }
     }
 
-    /// What a field held: a string's bytes (UTF-8), a non-negative integer that fits 64 bits, or
-    /// any other JSON value (checked for syntax, then refused by the field's rules).
+    /// What a field held: a string (its bytes went where the field's text is kept), a
+    /// non-negative integer that fits 64 bits, or any other JSON value (checked for syntax, then
+    /// refused by the field's rules).
     enum FieldValue {
-        case string([UInt8])
+        case string
         case integer(UInt64)
         case other
     }

@@ -91,14 +91,16 @@ struct ImportCommand: Subcommand {
         defer { progress.finish() }
         var reader = input.firstReading(maxLineLength: maxLineLength)
         var entries = 0
+        var entry = ExportEntry(key: [], value: []), scratch = ExportLineParser.Scratch()
         while let line = try reader.next() {
-            if let total = input.knownSize { progress.update(reader.bytesConsumed, of: total) }
+            if let total = input.knownSize, reader.lineNumber % Self.progressStride == 1 { progress.update(reader.bytesConsumed, of: total) }
             if Self.isBlank(line) { continue }
-            do { _ = try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize) } catch {
+            do { try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize, into: &entry, scratch: &scratch) } catch {
                 throw .data("line \(reader.lineNumber) of \(input.name): \(error.reason); nothing was imported")
             }
             entries += 1
         }
+        if let total = input.knownSize { progress.update(reader.bytesConsumed, of: total) }
         return Checked(lines: reader.lineNumber, bytes: reader.bytesConsumed, entries: entries)
     }
 
@@ -121,10 +123,10 @@ struct ImportCommand: Subcommand {
             batchBytes = 0
             progress.update(reader.bytesConsumed, of: checked.bytes)
         }
+        var entry = ExportEntry(key: [], value: []), scratch = ExportLineParser.Scratch()
         while reader.lineNumber < checked.lines, let line = try reader.next() {
             if Self.isBlank(line) { continue }
-            let entry: CaskStore.Entry
-            do { entry = try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize) } catch {
+            do { try ExportLine.decode(line, isFirstLine: reader.lineNumber == 1, maxValueSize: maxValueSize, into: &entry, scratch: &scratch) } catch {
                 throw .failure("\(input.name) changed while it was imported: line \(reader.lineNumber): \(error.reason) (\(partly()))")
             }
             if batch.count == batchSize || (!batch.isEmpty && batchBytes + entry.key.count + entry.value.count > Self.batchByteLimit) {
@@ -141,6 +143,9 @@ struct ImportCommand: Subcommand {
         progress.update(checked.bytes, of: checked.bytes)
         return batches
     }
+
+    /// The first pass updates its progress once per this many lines (an update reads the clock).
+    private static let progressStride = 1024
 
     private static func count(_ number: Int, _ one: String, _ many: String) -> String {
         "\(number) \(number == 1 ? one : many)"

@@ -11,29 +11,46 @@ enum KeyEscaping {
         help: "Read keys and prefixes with the escapes 'cask list' prints: \\xHH for a byte, \\\\ for a backslash.")
 
     static func escape(_ bytes: [UInt8]) -> String {
-        var text = ""
+        var text: [UInt8] = []
         text.reserveCapacity(bytes.count)
-        var position = 0
-        var parser = Unicode.UTF8.ForwardParser()
-        var iterator = bytes.makeIterator()
-        while true {
-            switch parser.parseScalar(from: &iterator) {
-            case .valid(let encoded):
-                let scalar = Unicode.UTF8.decode(encoded)
-                if scalar == "\\" {
-                    text += "\\\\"
-                } else if Self.isInvisible(scalar) {
-                    for byte in encoded { appendHex(byte, to: &text) }
+        append(bytes, to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends the escaped text of `bytes` (as UTF-8) to `output`, without making a string: how
+    /// `cask list` prints a million keys. Printable ASCII, the common case, is copied byte by byte;
+    /// only a byte of 0x80 or more starts the decoding of a scalar and the look-up of its category.
+    static func append<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, to output: inout [UInt8]) where Bytes.Index == Int {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte < 0x80 {
+                if byte == UInt8(ascii: "\\") {
+                    output.append(byte)
+                    output.append(byte)
+                } else if byte >= 0x20 && byte != 0x7F {
+                    output.append(byte)
                 } else {
-                    text.unicodeScalars.append(scalar)
+                    appendHex(byte, to: &output)  // C0 controls and DEL
                 }
-                position += encoded.count
-            case .error(let length):
-                for byte in bytes[position..<(position + length)] { appendHex(byte, to: &text) }
-                position += length
-            case .emptyInput:
-                return text
+                index += 1
+                continue
             }
+            // A byte that starts no valid sequence is escaped alone, and the next byte is looked at
+            // afresh: the same text as escaping each maximal invalid subpart byte by byte, since the
+            // bytes after a lead in such a subpart are continuation bytes, which start nothing.
+            guard case .scalar(let value, let length) = UTF8Sequence.read(bytes, at: index), let scalar = Unicode.Scalar(value) else {
+                appendHex(byte, to: &output)
+                index += 1
+                continue
+            }
+            let sequence = bytes[index..<(index + length)]
+            if isInvisible(scalar) {
+                for byte in sequence { appendHex(byte, to: &output) }
+            } else {
+                output.append(contentsOf: sequence)
+            }
+            index += length
         }
     }
 
@@ -77,11 +94,13 @@ enum KeyEscaping {
         }
     }
 
-    private static func appendHex(_ byte: UInt8, to text: inout String) {
-        let digits = Array("0123456789abcdef".unicodeScalars)
-        text += "\\x"
-        text.unicodeScalars.append(digits[Int(byte >> 4)])
-        text.unicodeScalars.append(digits[Int(byte & 0xF)])
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func appendHex(_ byte: UInt8, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\\"))
+        output.append(UInt8(ascii: "x"))
+        output.append(hexDigits[Int(byte >> 4)])
+        output.append(hexDigits[Int(byte & 0xF)])
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {

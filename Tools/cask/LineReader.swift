@@ -32,7 +32,7 @@ struct LineReader {
     mutating func next() throws(ToolError) -> ArraySlice<UInt8>? {
         var searched = 0  // bytes after `start` known to hold no newline
         while true {
-            if let newline = buffer[(start + searched)...].firstIndex(of: UInt8(ascii: "\n")) {
+            if let newline = ByteScan.newline(in: buffer, from: start + searched) {
                 return take(upTo: newline, skipping: 1)
             }
             searched = buffer.count - start

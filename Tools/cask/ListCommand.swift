@@ -39,17 +39,32 @@ struct ListCommand: Subcommand {
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let store = try StoreAccess.openForReading(directory)
-        let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
         let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
+        do throws(ToolError) { try list(store, output) } catch {
+            try? store.close()
+            throw error
+        }
         try StoreAccess.close(store)
+        return damaged ? .dataError : .success
+    }
+
+    private func list(_ store: CaskStore, _ output: Output) throws(ToolError) {
         if json {
+            let keys = try CaskError.wrap { () throws(CaskError) in try store.keys(prefix: prefix) }
             try output.json(JSONReport(count: keys.count, keys: keys.map { key in
                 if let text = String(validating: key, as: UTF8.self) { return .init(key: text) }
                 return .init(keyBase64: Data(key).base64EncodedString())
             }))
         } else {
-            for key in keys { output.line(KeyEscaping.escape(key)) }
+            // Straight from the ordered index into the output buffer: no array, no string per key.
+            try CaskError.wrap { () throws(CaskError) in
+                try store.forEachKey(in: .prefix(prefix)) { key in
+                    output.append { line in
+                        KeyEscaping.append(key, to: &line)
+                        line.append(UInt8(ascii: "\n"))
+                    }
+                }
+            }
         }
-        return damaged ? .dataError : .success
     }
 }

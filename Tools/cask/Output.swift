@@ -15,17 +15,29 @@ final class Output {
     init() { buffer.reserveCapacity(Self.bufferLimit) }
 
     func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { write($0) }
+    }
+
+    /// Writes `bytes` (valid during the call): buffered when small, else through at once.
+    func write(_ bytes: UnsafeRawBufferPointer) {
         if bytes.count >= Self.bufferLimit {
             flush()
             writeAll(1, bytes)
         } else {
-            buffer += bytes
+            buffer.append(contentsOf: bytes)
             if buffer.count >= Self.bufferLimit { flush() }
         }
     }
 
     func write(_ text: String) {
         write(Array(text.utf8))
+    }
+
+    /// Lets `body` append to the buffer in place (no array of its own to copy), then writes the
+    /// buffer out once it holds 64 KiB: for a command that prints line after line, fast.
+    func append<Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> Void) throws(Failure) {
+        try body(&buffer)
+        if buffer.count >= Self.bufferLimit { flush() }
     }
 
     /// Writes `text` followed by a newline.
@@ -47,27 +59,25 @@ final class Output {
     /// Writes to standard error (after flushing standard output, to keep the two in order).
     func error(_ text: String) {
         flush()
-        writeAll(2, Array(text.utf8))
+        Array(text.utf8).withUnsafeBytes { writeAll(2, $0) }
     }
 
     func flush() {
         guard !buffer.isEmpty else { return }
-        writeAll(1, buffer)
+        buffer.withUnsafeBytes { writeAll(1, $0) }
         buffer.removeAll(keepingCapacity: true)
     }
 
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                let written = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    if fd == 1, failure == nil { failure = Errno(rawValue: errno) }
-                    return
-                }
-                done += written
+    private func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) {
+        var done = 0
+        while done < raw.count {
+            let written = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+            if written < 0 {
+                if errno == EINTR { continue }
+                if fd == 1, failure == nil { failure = Errno(rawValue: errno) }
+                return
             }
+            done += written
         }
     }
 }

@@ -85,9 +85,22 @@ final class OutputFile {
     }
 
     func write(_ bytes: [UInt8]) throws(ToolError) {
-        buffer += bytes
-        if buffer.count >= 64 << 10 { try flush() }
+        try bytes.withUnsafeBytes { raw in Result { () throws(ToolError) in try write(raw) } }.get()
     }
+
+    /// Writes `bytes` (valid during the call): buffered when small, else through at once.
+    func write(_ bytes: UnsafeRawBufferPointer) throws(ToolError) {
+        if bytes.count >= Self.bufferLimit {
+            // A chunk already as large as the buffer goes out as it is, not copied into it first.
+            try flush()
+            try writeAll(bytes)
+            return
+        }
+        buffer += bytes
+        if buffer.count >= Self.bufferLimit { try flush() }
+    }
+
+    private static let bufferLimit = 64 << 10
 
     /// Writes what is buffered and, for a staged file, makes it durable and puts it in place.
     func commit() throws(ToolError) {
@@ -115,16 +128,20 @@ final class OutputFile {
     }
 
     private func flush() throws(ToolError) {
+        try buffer.withUnsafeBytes { raw in Result { () throws(ToolError) in try writeAll(raw) } }.get()
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ToolError) {
         var done = 0
-        while done < buffer.count {
-            let written = buffer.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + done, raw.count - done) }
+        while done < bytes.count {
+            let written = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw .failure("cannot write \(staging?.temporary ?? path): \(Self.reason(errno))")
             }
             done += written
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 
     /// The directory holding `path`'s last component.

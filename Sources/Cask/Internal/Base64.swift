@@ -7,6 +7,11 @@ package enum Base64 {
 
     /// Appends the padded encoding of `bytes` to `output`.
     package static func encode(_ bytes: ArraySlice<UInt8>, into output: inout [UInt8]) {
+        bytes.withUnsafeBytes { encode($0, into: &output) }
+    }
+
+    /// Appends the padded encoding of `bytes` to `output` (bytes lent by the store, not copied first).
+    package static func encode(_ bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) {
         output.reserveCapacity(output.count + (bytes.count + 2) / 3 * 4)
         var index = bytes.startIndex
         while bytes.endIndex - index >= 3 {
@@ -48,7 +53,15 @@ package enum Base64 {
     /// `skippingWhiteSpace`, give or take space, tab, CR, LF and form feed between characters).
     package static func decode(_ text: ArraySlice<UInt8>, skippingWhiteSpace: Bool = false) throws(Problem) -> [UInt8] {
         var output: [UInt8] = []
-        output.reserveCapacity(text.count / 4 * 3)
+        try decode(text, skippingWhiteSpace: skippingWhiteSpace, appendingTo: &output)
+        return output
+    }
+
+    /// Appends the bytes `text` encodes to `output` (a buffer reused line after line), under the
+    /// rules of ``decode(_:skippingWhiteSpace:)``; on a throw, `output` may hold part of them.
+    package static func decode(_ text: ArraySlice<UInt8>, skippingWhiteSpace: Bool = false, appendingTo output: inout [UInt8]) throws(Problem) {
+        let base = output.count
+        output.reserveCapacity(base + text.count / 4 * 3)
         var group: UInt32 = 0, inGroup = 0, padding = 0, last = text.startIndex
         for index in text.indices {
             let byte = text[index]
@@ -75,12 +88,14 @@ package enum Base64 {
             group = group << 6 | UInt32(value)
             inGroup += 1
             if inGroup == 4 {
-                output += [UInt8(group >> 16), UInt8(group >> 8 & 0xFF), UInt8(group & 0xFF)]
+                output.append(UInt8(group >> 16))
+                output.append(UInt8(group >> 8 & 0xFF))
+                output.append(UInt8(group & 0xFF))
                 group = 0
                 inGroup = 0
             }
         }
-        guard (inGroup + padding) % 4 == 0 else { throw .length(characters: output.count / 3 * 4 + inGroup + padding, last: last) }
+        guard (inGroup + padding) % 4 == 0 else { throw .length(characters: (output.count - base) / 3 * 4 + inGroup + padding, last: last) }
         if inGroup == 2 {
             guard group & 0x0F == 0 else { throw .nonCanonical(padding: 2, last: last) }
             output.append(UInt8(group >> 4))
@@ -88,6 +103,5 @@ package enum Base64 {
             guard group & 0x03 == 0 else { throw .nonCanonical(padding: 1, last: last) }
             output += [UInt8(group >> 10), UInt8(group >> 2 & 0xFF)]
         }
-        return output
     }
 }

@@ -18,6 +18,9 @@ struct MarkdownReport {
     /// Whether the run measured any key-value workload (an `--only objects` run did not: no summary, no targets).
     private var hasKeyValue: Bool { results.groups.contains { Self.tabled.contains($0.workload) } }
 
+    /// Whether the run measured the command-line tool (issue 24).
+    private var hasTool: Bool { results.groups.contains { WorkloadName.tool.contains($0.workload) } }
+
     func write(to folder: String) throws -> String {
         try FileManager.default.createDirectory(atPath: folder + "/charts", withIntermediateDirectories: true)
         try (results.lines.joined(separator: "\n") + "\n").write(toFile: folder + "/results.txt", atomically: true, encoding: .utf8)
@@ -105,8 +108,9 @@ struct MarkdownReport {
             md += "every figure here is the median of \(options.runs) runs with the min–max range beside it. "
             md += "Treat differences smaller than the ranges as noise.\n\n"
         }
-        if hasKeyValue { md += "![Cask ÷ best peer](charts/summary.svg)\n\n" + overviewTable + targetsSection }
-        md += perWorkloadSection + objectsSection + caskSection + allocationSection + modesSection + workloadsSection
+        if hasKeyValue { md += "![Cask ÷ best peer](charts/summary.svg)\n\n" + overviewTable }
+        if hasKeyValue || hasTool { md += targetsSection }
+        md += perWorkloadSection + toolSection + objectsSection + caskSection + allocationSection + modesSection + workloadsSection
         if !results.failures.isEmpty {
             md += "## Failures\n\n" + results.failures.map { "- \($0)\n" }.joined() + "\n"
         }
@@ -133,7 +137,7 @@ struct MarkdownReport {
     }
 
     private var targetsSection: String {
-        var md = "## Targets (issue 5), as ratios of medians from this run\n\n"
+        var md = "## Targets (issues 5, 21, 23, 24), as ratios of medians from this run\n\n"
         if let caveat = Target.sizeCaveat(num: options.num) { md += caveat + "\n\n" }
         md += "| target | required | measured | verdict | from |\n|---|---|---|---|---|\n"
         for target in targets {
@@ -181,6 +185,36 @@ struct MarkdownReport {
         md += "\nSQLite and LMDB load nothing at open (pages are read on demand); LevelDB and RocksDB replay their log; "
         md += "Cask builds its whole in-memory index, from hint files.\n\n"
         return md
+    }
+
+    // MARK: The command-line tool
+
+    /// `tool_*`: the `cask` binary beside LMDB's tools, each a child process timed start to exit.
+    private var toolSection: String {
+        guard hasTool else { return "" }
+        var md = "## The command-line tool (issue 24)\n\n"
+        md += "The release `cask` binary run as a child process, timed from its start to its exit, on the suite's data (keys 0…num−1 in order, "
+        md += "value *n* for key *n*), beside LMDB's own tools on the same data in `mdb_dump`'s hex text: `tool_import` is `cask import DIR "
+        md += "--input data.jsonl` into a new store against `mdb_load -f data.txt DIR`; `tool_export` is `cask export DIR` against `mdb_dump DIR` "
+        md += "of those stores, standard output to a file (each output checked against the input it came from); `tool_list` is `cask list DIR` "
+        md += "to a file (LMDB's tools list no keys alone: no peer). The engines take turns, a different one first in each run. "
+        md += "`cask import` syncs once, at the end; `mdb_load` commits, and so `fdatasync`s, every 100 entries, which no option of its changes — "
+        md += "its wall time is mostly those syncs, so its CPU time is given too. Peak RSS cannot read below the worker's own (about 30 MB).\n\n"
+        md += "| workload | command | entries/s | min – max | seconds | CPU s | Cask ÷ | text moved | peak RSS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+        for workload in WorkloadName.tool {
+            let group = Series(engine: "", workload: workload, mode: "tool", writers: 1)
+            let cask = results.summary("cask", workload, "tool")
+            for engine in results.engines(in: group) {
+                guard let s = results.summary(engine, workload, "tool") else { continue }
+                let command = s.median["tool"].map { "`" + $0.replacingOccurrences(of: "-", with: " ") + "`" } ?? engine
+                let ratio = engine == "cask" ? "" : cask.map { Format.ratio($0.opsPerSecond / s.opsPerSecond) } ?? ""
+                let seconds = s.median(of: "seconds").map { String(format: "%.3f", $0) } ?? ""
+                let cpu = s.median(of: "cpu_s").map { String(format: "%.3f", $0) } ?? ""
+                md += "| \(workload) | \(engine == "cask" ? "**\(command)**" : command) | \(Format.grouped(s.opsPerSecond)) | \(Format.grouped(s.minimum)) – \(Format.grouped(s.maximum)) "
+                md += "| \(seconds) | \(cpu) | \(ratio) | \(String(format: "%.0f MB/s", s.median.megabytesPerSecond)) | \(Format.bytes(Int64(s.median.rssKB) * 1024)) |\n"
+            }
+        }
+        return md + "\n"
     }
 
     // MARK: Objects
@@ -348,6 +382,7 @@ struct MarkdownReport {
         - `backup`: Cask only, `CaskStore.backup(to:)` of a store of num/4 incompressible 4 KiB values (1 GiB at the default num), synced first (a store at rest), into a directory beside it (`samefs`: sealed segments linked) and onto `/dev/shm` (`otherfs`: every file copied); right after each, `mdb_copy` of an LMDB environment holding the same entries and `cp -r` of the same store's files to the same place.
         - `allocs_put`, `allocs_get`: heap allocations per operation (the table above).
         - `objects_set`, `objects_get`, `objects_encode`, `objects_decode`: Codable values (the Objects section).
+        - `tool_import`, `tool_export`, `tool_list`: the `cask` binary's `import`, `export` and `list`, beside `mdb_load` and `mdb_dump` (the command-line tool section).
 
         """ + "\n"
     }

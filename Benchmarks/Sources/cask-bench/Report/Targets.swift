@@ -67,6 +67,7 @@ struct Target: Sendable {
         case "×": return String(format: "%.2f×", value)
         case "s": return String(format: "%.3f s", value)
         case "B/key": return String(format: "%.1f B/key", value)
+        case "entries/s", "keys/s": return Format.grouped(value) + " " + unit
         default: return String(format: "%.2f ", value) + unit
         }
     }
@@ -144,6 +145,23 @@ struct Target: Sendable {
                               detail: "median of the runs' p99s; the probe task sleeps 1 ms at a time while the tasks write with `store.suspending`"
                                   + (blocking?.median(of: "probe_p99_ms").map { String(format: " (with the blocking put: %.0f ms)", $0) } ?? ""),
                               unit: "ms"))
+
+        // Issue 24: the command-line tool at disk speed — the release binary, start to exit, as a child process.
+        for (workload, bound, unit, name) in [
+            ("tool_import", 400_000.0, "entries/s", "`cask import` of the suite's data as JSON Lines"),
+            ("tool_export", 1_000_000.0, "entries/s", "`cask export` of that store, to a file"),
+            ("tool_list", 2_000_000.0, "keys/s", "`cask list` of that store, to a file"),
+        ] {
+            let summary = results.summary("cask", workload, "tool")
+            var target = Target(workload: workload, mode: "tool", metric: "ops_per_s", name: name, kind: .atLeast(bound),
+                                value: summary?.opsPerSecond,
+                                detail: summary.map { String(format: "median of the runs, %.3f s for %@ entries, the process's start and exit included", $0.median(of: "seconds") ?? 0, Format.grouped(Double($0.median.num))) } ?? "",
+                                unit: unit)
+            if num != fullSize { target.caveat = "the target is for 1,000,000 entries; this run has \(Format.grouped(Double(num)))" }
+            targets.append(target)
+        }
+        versus("tool_import", "tool", "lmdb", metric: "vs_mdb_load", name: "`cask import` ÷ `mdb_load` (hex text) of the same data", bound: 1)
+        versus("tool_export", "tool", "lmdb", metric: "vs_mdb_dump", name: "`cask export` ÷ `mdb_dump` of the same data", bound: 1)
 
         let open = results.summary("cask", "open", "read")
         var openTarget = Target(workload: "open", mode: "read", metric: "seconds", name: "open of 1M keys with hints", kind: .atMost(0.3),

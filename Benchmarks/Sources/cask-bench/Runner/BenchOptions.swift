@@ -1,16 +1,18 @@
 import Foundation
 
-/// A worker's share of a run: every key-value workload but `fillsync`, `fillsync` alone, or the
-/// `objects` workloads (one worker per variant, not per engine).
+/// A worker's share of a run: every key-value workload but `fillsync`, `fillsync` alone, the
+/// `objects` workloads (one worker per variant, not per engine), or the `tool` workloads (one
+/// worker, which runs the `cask` binary and LMDB's tools as child processes).
 enum Phase: String, Sendable {
-    case main, sync, objects
+    case main, sync, objects, tool
 
     /// The workloads this phase runs.
     var workloads: [String] {
         switch self {
-        case .main: WorkloadName.all.filter { !WorkloadName.syncPhase.contains($0) && !WorkloadName.objects.contains($0) }
+        case .main: WorkloadName.all.filter { !WorkloadName.syncPhase.contains($0) && !WorkloadName.objects.contains($0) && !WorkloadName.tool.contains($0) }
         case .sync: WorkloadName.syncPhase
         case .objects: WorkloadName.objects
+        case .tool: WorkloadName.tool
         }
     }
 }
@@ -38,6 +40,9 @@ struct BenchOptions: Sendable {
     var caskAutoCompaction = true
     var keep = ProcessInfo.processInfo.environment["CASK_BENCH_KEEP"] != nil
     var openExisting: String?
+    /// `--cask-binary`: the `cask` tool the tool workloads time (default: the release build of this
+    /// checkout, `.build/release/cask` beside `Benchmarks/`).
+    var caskBinary: String?
     /// Internal: run one engine's workloads for one run and print RESULT lines (`--worker ENGINE`).
     var worker: String?
     var phase = Phase.main
@@ -49,6 +54,11 @@ struct BenchOptions: Sendable {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<4 { url.deleteLastPathComponent() }  // BenchOptions.swift, Runner, cask-bench, Sources → Benchmarks/
         return url.path
+    }
+
+    /// The `cask` binary the tool workloads run: `--cask-binary`, or this checkout's release build.
+    var resolvedCaskBinary: String {
+        caskBinary ?? URL(fileURLWithPath: Self.packageDirectory).deletingLastPathComponent().appendingPathComponent(".build/release/cask").path
     }
 
     /// Benchmarks/results, next to this package's sources.
@@ -101,6 +111,8 @@ struct BenchOptions: Sendable {
           --commit <hash>         with --csv-from: the commit of a run whose report does not name it
           --keep                  keep the stores afterwards (also CASK_BENCH_KEEP=1)
           --cask-no-auto-compaction   diagnostic: Cask with automaticCompaction off (the default is on)
+          --cask-binary <path>    the `cask` tool the tool_* workloads run (default: .build/release/cask of this
+                                  checkout, made by `swift build -c release --product cask` in its root)
           --open-existing <path>  time a read-only open of an existing Cask store and exit
           -h, --help              show this help
         """
@@ -138,11 +150,12 @@ struct BenchOptions: Sendable {
             case "--keep": options.keep = true
             case "--cask-no-auto-compaction": options.caskAutoCompaction = false
             case "--open-existing": options.openExisting = try value(argument)
+            case "--cask-binary": options.caskBinary = try value(argument)
             case "--worker": options.worker = try value(argument)
             case "--run": options.run = try count(argument, minimum: 0)
             case "--phase":
                 let name = try value(argument)
-                guard let phase = Phase(rawValue: name) else { throw BenchError.usage("--phase is main, sync or objects, not '\(name)'") }
+                guard let phase = Phase(rawValue: name) else { throw BenchError.usage("--phase is main, sync, objects or tool, not '\(name)'") }
                 options.phase = phase
             case "--only":
                 let names = try value(argument).split(separator: ",").map(String.init)
@@ -176,9 +189,9 @@ struct BenchOptions: Sendable {
         return options
     }
 
-    /// Whether any workload of `phase` is wanted (the objects phase also needs the `cask` engine).
+    /// Whether any workload of `phase` is wanted (the objects and tool phases also need the `cask` engine).
     func runs(_ phase: Phase) -> Bool {
-        if phase == .objects && !engines.contains(CaskEngine.name) { return false }
+        if (phase == .objects || phase == .tool) && !engines.contains(CaskEngine.name) { return false }
         return only.map { !$0.isDisjoint(with: phase.workloads) } ?? true
     }
 
@@ -189,6 +202,7 @@ struct BenchOptions: Sendable {
         var arguments = ["--worker", engine, "--phase", phase.rawValue, "--run", "\(run)", "--num", "\(count)", "--value-size", "\(valueSize)",
                          "--fillsync-num", "\(fillSyncCount)", "--dir", directory]
         if let only { arguments += ["--only", only.sorted().joined(separator: ",")] }
+        if phase == .tool { arguments += ["--cask-binary", resolvedCaskBinary] }
         return arguments
     }
 }

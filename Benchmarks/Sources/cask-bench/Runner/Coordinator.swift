@@ -18,6 +18,21 @@ struct Coordinator {
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
 
         var results = ResultSet()
+        // The tool workloads time the `cask` binary itself: without one there is nothing to time.
+        var runsTool = options.runs(.tool)
+        if runsTool {
+            let binary = options.resolvedCaskBinary
+            if FileManager.default.isExecutableFile(atPath: binary) {
+                let built = (try? FileManager.default.attributesOfItem(atPath: binary))?[.modificationDate] as? Date
+                print("  tool workloads: \(binary)" + (built.map { " (built \($0))" } ?? "") + "; peers: mdb_load, mdb_dump (lmdb-utils)")
+            } else {
+                let message = "tool_import, tool_export, tool_list: not run: there is no cask binary at \(binary); build it with "
+                    + "`swift build -c release --product cask` in the repository root (or name one with --cask-binary)"
+                print("ERROR: " + message)
+                results.failures.append(message)
+                runsTool = false
+            }
+        }
         // fillsync phase: the raw pwrite+fdatasync reference right after Cask, whose target it is.
         let syncOrder = options.engines.filter { $0 == "cask" } + options.engines.filter { $0 == "rawlog" }
             + options.engines.filter { $0 != "cask" && $0 != "rawlog" }
@@ -28,7 +43,8 @@ struct Coordinator {
             let variants = ObjectsSuite.workers(only: options.only)
             let variantShift = run % max(variants.count, 1)
             let objectsOrder = Array(variants[variantShift...] + variants[..<variantShift])
-            for (phase, engines) in [(Phase.main, mainOrder), (.sync, syncOrder), (.objects, objectsOrder)] where options.runs(phase) {
+            let phases = [(Phase.main, mainOrder), (.sync, syncOrder), (.objects, objectsOrder), (.tool, ["tool"])]
+            for (phase, engines) in phases where phase == .tool ? runsTool : options.runs(phase) {
                 for engine in engines {
                     let directory = options.root + "/run\(run)-\(engine)"
                     // UserDefaults keeps a suite in $XDG_CONFIG_HOME: the variant's own directory, not the user's.

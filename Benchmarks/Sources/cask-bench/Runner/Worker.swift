@@ -6,6 +6,10 @@ import Foundation
 enum Worker {
     static func run(_ options: BenchOptions, engine name: String) throws {
         try makeDirectory(options.root)
+        if options.phase == .tool {
+            let data = BenchmarkData(count: options.num, valueSize: options.valueSize, seed: dataSeed)
+            return try ToolSuite(data: data, root: options.root, run: options.run, only: options.only, cask: options.resolvedCaskBinary).runWorkloads()
+        }
         if options.phase == .objects {
             let suite = ObjectsSuite(profiles: ProfileData(seed: dataSeed), num: options.num, root: options.root, run: options.run, only: options.only)
             return try suite.run(name)
@@ -37,7 +41,7 @@ enum Worker {
         switch options.phase {
         case .main: try suite.runMain()
         case .sync: try suite.runSync()
-        case .objects: break  // run by ObjectsSuite, above
+        case .objects, .tool: break  // run by ObjectsSuite and ToolSuite, above
         }
     }
 }

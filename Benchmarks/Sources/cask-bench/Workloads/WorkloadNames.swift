@@ -24,10 +24,14 @@ enum WorkloadName {
     /// with Cask's object API and with the file-per-object and `UserDefaults` alternatives; pure
     /// encoding and decoding with each coder. `--only objects` names all four.
     static let objects = ["objects_set", "objects_get", "objects_encode", "objects_decode"]
+    /// The `cask` command-line tool (issue 24, ``ToolSuite``): the release binary's `import`,
+    /// `export` and `list` of the suite's data, timed as child processes, beside `mdb_load` and
+    /// `mdb_dump` on the same data. `--only tool` names all three.
+    static let tool = ["tool_import", "tool_export", "tool_list"]
     /// Names that stand for several workloads in `--only`.
-    static let groups = ["objects": objects]
+    static let groups = ["objects": objects, "tool": tool]
     /// The workloads of the `sync` phase; the objects ones are a phase of their own, the rest the `main` one.
     static let syncPhase = ["fillsync", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking"]
 
-    static var all: [String] { keyValue + caskOnly + allocations + objects }
+    static var all: [String] { keyValue + caskOnly + allocations + objects + tool }
 }
