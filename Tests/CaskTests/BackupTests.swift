@@ -60,12 +60,19 @@ final class BackupTests: XCTestCase {
         defer { other?.remove() }
         let store = try CaskStore.open(at: dir.appending("store"), options: .manualCompaction(.os, maxSegmentSize: 32 << 10))
         let seed = SeededGenerator.fromEnvironment(fallback: 24_1204).seed
-        let operations = 10_000
-        let stop = Lock(false), halt = Lock(false)
+        // Each backup waits for the writer to get `spacing` operations further (so that segments
+        // seal and compact in between, however loaded the machine); the writer goes at most one
+        // `spacing` past the backup under way (the store stays small), and runs until the last one.
+        let rounds = 12, spacing = 400
+        let written = Lock(0), allowed = Lock(2 * spacing), stop = Lock(false), halt = Lock(false)
         let writing = Thread {
             var history = History(seed: seed)
             defer { stop.withLock { $0 = true } }
-            while history.operations < operations && !halt.withLock({ $0 }) {
+            while !halt.withLock({ $0 }) {
+                if history.operations >= allowed.withLock({ $0 }) {
+                    usleep(200)
+                    continue
+                }
                 let (batch, solo) = history.next()
                 do {
                     try store.write(batch)
@@ -74,6 +81,7 @@ final class BackupTests: XCTestCase {
                     XCTFail("write \(history.operations): \(error)")
                     return
                 }
+                written.withLock { $0 = history.operations }
             }
         }
         let compacting = Thread {
@@ -85,9 +93,15 @@ final class BackupTests: XCTestCase {
         writing.start()
         compacting.start()
         var backups: [(path: String, report: CaskStore.BackupReport)] = []
-        var round = 0
-        while !stop.withLock({ $0 }) || round < 3 {
-            round += 1
+        rounds: for round in 1...rounds {
+            let deadline = Date().addingTimeInterval(120)
+            while written.withLock({ $0 }) < round * spacing {
+                guard !stop.withLock({ $0 }), Date() < deadline else {
+                    XCTFail("the writer stopped, or made no progress for 2 minutes, before backup \(round)")
+                    break rounds
+                }
+                usleep(500)
+            }
             let (base, method): (String, CaskStore.BackupMethod) = switch round % 3 {
             case 0: (dir.path, .copy)
             case 1: (dir.path, .linkWherePossible)
@@ -96,15 +110,15 @@ final class BackupTests: XCTestCase {
             let path = base + "/backup-\(round)"
             do { backups.append((path, try store.backup(to: path, method: method, verify: true))) } catch {
                 XCTFail("backup \(round): \(error)")
-                halt.withLock { $0 = true }
                 break
             }
-            usleep(2000)
+            allowed.withLock { $0 = (round + 2) * spacing }
         }
+        halt.withLock { $0 = true }
         while !stop.withLock({ $0 }) { usleep(1000) }
         while !compacting.isFinished { usleep(1000) }
         try store.close()
-        XCTAssertGreaterThan(backups.count, 3)
+        XCTAssertEqual(backups.count, rounds)
         XCTAssertTrue(backups.contains { $0.report.segmentsLinked > 0 }, "no backup linked a segment")
 
         var replay = History(seed: seed)
@@ -123,7 +137,8 @@ final class BackupTests: XCTestCase {
             try copy.close()
         }
         XCTAssertEqual(points, points.sorted(), "later backups hold later points")
-        XCTAssertGreaterThan(Set(points).count, 2, "the backups were not taken while writing")
+        XCTAssertGreaterThan(Set(points).count, rounds / 2, "the backups were not taken at different points: \(points)")
+        XCTAssertTrue(zip(points, 1...rounds).allSatisfy { $0 >= $1 * spacing }, "\(points)")
     }
 
     // MARK: Links and copies
