@@ -199,6 +199,17 @@ final class SecondReaderTests: XCTestCase {
         XCTAssertEqual(results[0].python.hintsUsed, 2, "the fixture's two hints should both be valid: \(results[0].python.summary)")
     }
 
+    func testGoldenFixtureVersion2() throws {
+        let expectedStore = TemporaryDirectory("cask-second-reader-golden-v2")
+        let expected = try GoldenFixtureTests.writeVersion2(into: expectedStore.path)
+        for (python, swift) in try Self.compareReaders(GoldenFixtureTests.fixtureV2, label: "golden fixture, version 2") {
+            XCTAssertTrue(swift.report.isClean, "\(swift.report)")
+            XCTAssertTrue(python.damaged.isEmpty && !python.tornTail && python.unreadable.isEmpty, "\(python.summary)")
+            XCTAssertEqual(python.values.count, expected.count)
+            for (key, value) in expected { XCTAssertEqual(python.values[Array(key.utf8)], value, key) }
+        }
+    }
+
     /// A random store with many small segments, binary keys, compressible and incompressible values,
     /// overwrites and deletes, written in three sessions: the last one writes no hints, so the last
     /// hinted segment is covered only in part and the segments after it have none.
