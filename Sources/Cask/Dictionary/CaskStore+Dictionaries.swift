@@ -8,10 +8,12 @@ extension CaskStore {
     }
 
     /// Trains the store's first dictionary from the writer's samples on a thread of its own (about
-    /// 0.3 s for 4 MiB), writes it durably and hands it to the writer, whose next write then seals
-    /// the active segment so that the new one names it. A training that finds nothing to learn, or
-    /// a dictionary that cannot be written, leaves the store without one until it is opened again.
-    /// `close()` waits for it. Under the writer mutex.
+    /// 0.3 s for 4 MiB) and, if it saves at least ``DictionaryTrainer/minimumGain`` of the bytes on
+    /// the held-out samples, writes it durably and hands it to the writer, whose next write then
+    /// seals the active segment so that the new one names it. A dictionary not worth it (values
+    /// that do not share content), a training that finds nothing to learn, or a dictionary that
+    /// cannot be written, leaves the store without one until it is opened again. `close()` waits
+    /// for it. Under the writer mutex.
     func startTraining(_ w: inout StoreWriter) {
         guard let sampler = w.sampler, let writer else { return }
         w.sampler = nil
@@ -19,8 +21,9 @@ extension CaskStore {
         work.enter()
         let thread = Thread {
             defer { work.leave() }
-            guard let content = DictionaryTrainer.train(samples: sampler.samples, sizes: sampler.sizes),
-                  let dictionary = try? dictionaries.add(content: content)
+            guard let trained = DictionaryTrainer.trainAndMeasure(samples: sampler.samples, sizes: sampler.sizes),
+                  trained.gain >= DictionaryTrainer.minimumGain,
+                  let dictionary = try? dictionaries.add(content: trained.content)
             else { return }
             writer.withLock { w in
                 guard !w.closed else { return }
