@@ -176,6 +176,66 @@ final class DictionaryTests: XCTestCase {
         try copy.close()
     }
 
+    /// A store opened often and written a little each time never samples enough in one open; its
+    /// compaction trains from what it copies. Then the data changes: the writer sees it drift and
+    /// trains a new dictionary, a compaction recompresses everything into it, and the old one's
+    /// file goes.
+    func testCompactionTrainsAndRetrainsWhenTheDataChanges() throws {
+        let directory = TemporaryDirectory()
+        var model: [String: [UInt8]] = [:]
+        var options = options(trainingBytes: 1 << 20)
+        options.maxSegmentSize = 128 << 10
+        for session in 0..<6 {
+            // An app's session: about 250 KB of updates to 2,000 users, never the 1 MiB one open needs.
+            let store = try CaskStore.open(at: directory.path, options: options)
+            for n in 0..<800 {
+                let user = (session * 800 + n * 7) % 2000
+                let value = Self.profile(user, generation: session)
+                try store.put("user/\(user)", value)
+                model["user/\(user)"] = value
+            }
+            XCTAssertNil(store.dictionaryForNewSegments)
+            try store.close()
+        }
+        var store = try CaskStore.open(at: directory.path, options: options)
+        _ = try store.compact()
+        XCTAssertEqual(store.dictionaryForNewSegments, 1, "the compaction trained one from the values it copied")
+        _ = try store.compact()
+        try assertReads(store, model)
+        let trained = try store.statistics().segmentBytes
+        try store.close()
+
+        // Other data: XML documents instead of JSON profiles, under the same keys. The writer sees
+        // the dictionary compress them much worse than it did the profiles (drift), samples them and
+        // trains a new one.
+        store = try CaskStore.open(at: directory.path, options: options)
+        var n = 0
+        let deadline = Date().addingTimeInterval(60)
+        while store.dictionaryForNewSegments == 1 && Date() < deadline {
+            var random = SeededGenerator(seed: UInt64(n))
+            let value = Array(("<document xmlns=\"urn:cask:test\"><title lang=\"en\">Report \(random.next() % 1000)</title>"
+                + "<section><paragraph>\(random.bytes(12).map { String($0, radix: 36) }.joined())</paragraph></section></document>").utf8)
+            try store.put("user/\(n % 2000)", value)
+            model["user/\(n % 2000)"] = value
+            n += 1
+            if n % 1000 == 0 { Thread.sleep(forTimeInterval: 0.005) }
+        }
+        XCTAssertEqual(store.dictionaryForNewSegments, 2, "the writer trained a new dictionary for the new data")
+        try store.put("after", [1])  // seals the segment that was active, which names the old one
+        model["after"] = [1]
+        _ = try store.compact()
+        try assertReads(store, model)
+        try store.close()
+        for segment in try files(directory, ending: ".cask") {
+            XCTAssertEqual(try header(of: segment, in: directory).dictionaryID, 2, segment)
+        }
+        XCTAssertEqual(try files(directory, ending: ".dict"), ["0000000002.dict"])
+        XCTAssertGreaterThan(trained, 0)
+        let reopened = try CaskStore.open(at: directory.path, options: options)
+        try assertReads(reopened, model)
+        try reopened.close()
+    }
+
     // MARK: Damage
 
     /// A store whose every record after the first few thousand uses dictionary 1, closed.
@@ -253,7 +313,8 @@ final class DictionaryTests: XCTestCase {
 
     func testDictionaryFileRoundTripAndRefusals() throws {
         let content = (0..<1000).map { UInt8(truncatingIfNeeded: $0) }
-        let file = content.withUnsafeBytes { DictionaryFile.encode(id: 3, content: $0) }
+        let file = content.withUnsafeBytes { DictionaryFile.encode(id: 3, content: $0, ratio: 0.25) }
+        XCTAssertEqual(file.withUnsafeBytes { DictionaryFile.ratio($0) }, 0.25)
         XCTAssertEqual(file.count, DictionaryFile.headerLength + 1000)
         XCTAssertEqual(try file.withUnsafeBytes { try Array(DictionaryFile.decode($0, expectedID: 3).get()) }, content)
         func refusal(_ bytes: [UInt8], id: UInt32 = 3) -> String? {

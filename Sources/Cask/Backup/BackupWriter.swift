@@ -154,7 +154,7 @@ struct BackupWriter {
         for segment in snapshot.segments {
             guard let dictionary = segment.file.dictionary.loaded, written.insert(dictionary.id).inserted else { continue }
             let name = SegmentName.dictionary(UInt64(dictionary.id)), target = temporary + "/" + name
-            let bytes = DictionaryFile.encode(id: dictionary.id, content: dictionary.lz4.content)
+            let bytes = dictionary.fileBytes
             do throws(Errno) {
                 let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
                 made.append(name)

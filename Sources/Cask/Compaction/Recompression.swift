@@ -11,13 +11,34 @@
 /// Owned by one compaction (not thread-safe): it reuses one encoder and its buffers.
 final class Recompression {
     let dictionary: CompressionDictionary?
+    /// Samples of the values copied, to train a dictionary from after the compaction (nil: none).
+    private(set) var sampler: DictionarySampler?
     private let encoder = RecordEncoder()
     /// The last record ``recompress(_:header:from:offset:)`` made.
     private(set) var record = ByteBuffer(capacity: 4096)
     private var value = ByteBuffer(capacity: 4096)
 
-    init(dictionary: CompressionDictionary?) {
+    init(dictionary: CompressionDictionary?, sampling: Int?) {
         self.dictionary = dictionary
+        sampler = sampling.map { DictionarySampler(target: $0) }
+    }
+
+    /// Takes the value of a put being copied as a sample, expanded if need be (a payload that does
+    /// not expand is left out: copied byte for byte, it is found when read).
+    private func sample(_ header: RecordHeader, payload: UnsafeRawBufferPointer, from input: SegmentFile) {
+        guard header.type == .put, header.valueLength >= RecordEncoder.minimumCompressibleLength, sampler?.isFull == false else { return }
+        guard header.isCompressed else { return sampler!.add(payload) }
+        let valueLength = header.valueLength
+        value.count = 0
+        value.reserve(valueLength)
+        var problem: String?
+        value.withUnsafeMutableCapacity { space in
+            problem = CaskStore.payloadProblem(
+                header, payload: payload, dictionary: input.dictionary, into: UnsafeMutableRawBufferPointer(rebasing: space[0..<valueLength]))
+        }
+        guard problem == nil else { return }
+        value.count = valueLength
+        value.withUnsafeBytes { sampler!.add($0) }
     }
 
     /// Compresses the record `bytes` (a whole valid record of `input`, at `offset`) again into
@@ -26,6 +47,10 @@ final class Recompression {
     /// compaction then stops and changes nothing.
     func recompress(_ bytes: UnsafeRawBufferPointer, header: RecordHeader, from input: SegmentFile, offset: UInt32) throws(CaskError) -> Int? {
         guard header.type == .put else { return nil }
+        if sampler != nil {
+            let payloadStart = header.headerLength + header.keyLength
+            sample(header, payload: UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + header.storedLength)]), from: input)
+        }
         let outputDictionary = dictionary?.id ?? 0
         let mustChange = header.usesDictionary && input.dictionary.id != outputDictionary
         let mayGain = outputDictionary != 0 && !header.usesDictionary && header.valueLength >= RecordEncoder.minimumCompressibleLength

@@ -11,13 +11,19 @@ package final class CompressionDictionary: Sendable {
     package let lz4: LZ4Dictionary
     /// The crc32c of the content, which the headers of the segments that use it repeat.
     package let checksum: UInt32
+    /// Payload bytes per value byte it gave on the samples it was measured on (nil: unknown).
+    package let ratio: Double?
 
-    package init(id: UInt32, path: String, content: UnsafeRawBufferPointer) {
+    package init(id: UInt32, path: String, content: UnsafeRawBufferPointer, ratio: Double?) {
         self.id = id
         self.path = path
         lz4 = LZ4Dictionary(content: content)
         checksum = CRC32C.checksum(of: content)
+        self.ratio = ratio
     }
+
+    /// The dictionary's file, as ``DictionaryCatalog/add(content:ratio:)`` writes it and backups copy it.
+    package var fileBytes: [UInt8] { DictionaryFile.encode(id: id, content: lz4.content, ratio: ratio) }
 
     /// Reads and checks dictionary `id` of the store in `directory`. A file that is missing, is not
     /// a regular file, cannot be read or fails its checks is `.failure` with the reason.
@@ -46,7 +52,7 @@ package final class CompressionDictionary: Sendable {
         }
         return bytes[0..<count].withUnsafeBytes { raw in
             switch DictionaryFile.decode(raw, expectedID: id) {
-            case .success(let content): .success(CompressionDictionary(id: id, path: path, content: content))
+            case .success(let content): .success(CompressionDictionary(id: id, path: path, content: content, ratio: DictionaryFile.ratio(raw)))
             case .failure(let reason): .failure(Unavailable(id: id, path: path, reason: reason.description))
             }
         }

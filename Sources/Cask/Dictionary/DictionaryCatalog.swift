@@ -7,7 +7,7 @@ import Glibc
 /// compresses new records with (``current``). Thread-safe.
 ///
 /// At open the current dictionary is the newest (highest id) dictionary file that loads. A newly
-/// trained one is written durably (``add(content:)``) before any segment names it and becomes
+/// trained one is written durably (``add(content:ratio:)``) before any segment names it and becomes
 /// current; a dictionary file is deleted only once no segment names it and it is not current
 /// (``removeUnused(named:)``).
 package final class DictionaryCatalog: Sendable {
@@ -82,16 +82,20 @@ package final class DictionaryCatalog: Sendable {
     }
 
     /// Writes `content` as a new dictionary file, durably (a temporary file, synced, renamed without
-    /// replacing anything, the directory synced), and makes it current. Callers serialize (the
-    /// trainer runs one training at a time).
-    package func add(content: [UInt8]) throws(CaskError) -> CompressionDictionary {
-        let id = state.withLock { $0.highestID + 1 }
+    /// replacing anything, the directory synced), and makes it current. Thread-safe: each call takes
+    /// an id of its own (one whose write fails is not reused).
+    package func add(content: [UInt8], ratio: Double?) throws(CaskError) -> CompressionDictionary {
+        let id = state.withLock { state -> UInt32 in
+            state.highestID = state.highestID == UInt32.max ? state.highestID : state.highestID + 1
+            return state.highestID
+        }
         guard UInt64(id) <= SegmentName.maxID else {
             throw CaskError.limitReached(path: directory, reason: "dictionary ids are exhausted (limit \(SegmentName.maxID))")
         }
         let path = directory + "/" + SegmentName.dictionary(UInt64(id))
         let temporary = path + ".tmp"
-        let bytes = content.withBytes { DictionaryFile.encode(id: id, content: $0) }
+        let dictionary = content.withBytes { CompressionDictionary(id: id, path: path, content: $0, ratio: ratio) }
+        let bytes = dictionary.fileBytes
         do throws(Errno) {
             let file = try fileSystem.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
             do throws(Errno) {
@@ -113,7 +117,6 @@ package final class DictionaryCatalog: Sendable {
         } catch {
             throw CaskError.from(error, operation: "write dictionary", path: path)
         }
-        let dictionary = content.withBytes { CompressionDictionary(id: id, path: path, content: $0) }
         state.withLock { state in
             state.loaded[id] = .loaded(dictionary)
             state.highestID = max(state.highestID, id)

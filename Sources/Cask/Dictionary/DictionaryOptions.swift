@@ -12,9 +12,11 @@ public struct DictionaryOptions: Sendable, Equatable {
     /// A writer trains the store's first dictionary once this many bytes of values that it
     /// compresses (32 bytes and up; at most 16 KiB of each) have been put since the store was
     /// opened, in the background; new segments then name it, the active one is sealed for that,
-    /// and compaction recompresses what it copies against it. A store with less never gets a
-    /// dictionary: there would be too little to learn from. Default 4 MiB (training takes about
-    /// 0.3 s of one core).
+    /// and compaction recompresses what it copies against it. A compaction also samples the values
+    /// it copies (up to this many bytes) and, when it copied at least a sixteenth of this, trains a
+    /// dictionary from them, used when it saves 10% more than the store's current one (or than none):
+    /// so a store that is opened often and written a little each time gets one too, and one whose
+    /// data changed gets a new one. Default 4 MiB (training takes about 0.3 s of one core).
     public var trainingSampleBytes = 4 << 20
 
     public init() {}
@@ -26,4 +28,8 @@ public struct DictionaryOptions: Sendable, Equatable {
 
     /// The most of one value a sample takes.
     static let sampleLimit = 16 << 10
+
+    /// A compaction trains a dictionary from the values it copies (up to ``trainingSampleBytes`` of
+    /// them) when it copied at least this share of that.
+    static let compactionSampleShare = 16
 }

@@ -16,22 +16,32 @@ package enum DictionaryTrainer {
     package static let minimumGain = 0.10
 
     /// What training on `samples` gives: the content, and the share of the bytes it saves on the
-    /// last tenth of the samples, which are held out of the training.
+    /// last tenth of the samples, which are held out of the training — and what the dictionary in
+    /// use saves on them, when there is one.
     package struct Outcome {
         package var content: [UInt8]
         package var gain: Double
+        package var currentGain: Double?
+        /// Payload bytes per value byte with the new dictionary, on the held-out samples.
+        package var ratio: Double
+
+        /// Whether the new dictionary is worth using: it saves ``minimumGain`` of the bytes, and that
+        /// much more than the one in use (so that a store does not change dictionaries for little).
+        package var isWorthUsing: Bool { gain >= minimumGain && gain - (currentGain ?? 0) >= minimumGain }
     }
 
-    /// Trains on the first nine tenths of the samples and measures the result on the last tenth;
-    /// nil when there is nothing to learn.
-    package static func trainAndMeasure(samples: [UInt8], sizes: [Int]) -> Outcome? {
-        let heldOut = max(1, sizes.count / 10)
+    /// Trains on the first nine tenths of the samples and measures the result (and `current`, the
+    /// dictionary in use, if any) on the last tenth; nil when there is nothing to learn.
+    package static func trainAndMeasure(samples: [UInt8], sizes: [Int], against current: LZ4Dictionary? = nil) -> Outcome? {
+        guard sizes.count >= 20, sizes.reduce(0, +) == samples.count else { return nil }
+        let heldOut = sizes.count / 10
         let trainingCount = sizes.count - heldOut
         let trainingBytes = sizes[0..<trainingCount].reduce(0, +)
         guard let content = train(samples: Array(samples[0..<trainingBytes]), sizes: Array(sizes[0..<trainingCount])) else { return nil }
         let dictionary = content.withUnsafeBytes { LZ4Dictionary(content: $0) }
         let compressor = LZ4Compressor()
-        var plain = 0, withDictionary = 0, start = trainingBytes
+        var plain = 0, withDictionary = 0, withCurrent = 0, start = trainingBytes
+        let heldOutBytes = samples.count - trainingBytes
         var output = [UInt8](repeating: 0, count: LZ4Compressor.bound(DictionaryOptions.sampleLimit))
         samples.withUnsafeBytes { all in
             output.withUnsafeMutableBytes { space in
@@ -40,10 +50,14 @@ package enum DictionaryTrainer {
                     start += size
                     plain += min(size, compressor.compress(value, into: space) ?? size)
                     withDictionary += min(size, compressor.compress(value, into: space, dictionary: dictionary) ?? size)
+                    if let current { withCurrent += min(size, compressor.compress(value, into: space, dictionary: current) ?? size) }
                 }
             }
         }
-        return Outcome(content: content, gain: plain == 0 ? 0 : 1 - Double(withDictionary) / Double(plain))
+        func gain(_ bytes: Int) -> Double { plain == 0 ? 0 : 1 - Double(bytes) / Double(plain) }
+        return Outcome(
+            content: content, gain: gain(withDictionary), currentGain: current.map { _ in gain(withCurrent) },
+            ratio: heldOutBytes == 0 ? 1 : Double(withDictionary) / Double(heldOutBytes))
     }
 
     /// Trained content for `samples`, the values laid end to end, `sizes[i]` bytes each; nil when

@@ -8,7 +8,7 @@
 /// 12  u32      dictionary id (also in the file name)
 /// 16  u32      content length, 1 ... 65,536
 /// 20  u32      crc32c of the content
-/// 24  u32      reserved, zero
+/// 24  u32      measured ratio: payload bytes per 65,536 value bytes when it was chosen; 0 unknown
 /// 28  u32      crc32c of bytes 0 ..< 28
 /// 32           content; the file ends right after it
 /// ```
@@ -19,8 +19,9 @@ package enum DictionaryFile {
     /// LZ4 refers back at most 64 KiB, so no dictionary needs more content than this.
     package static let maxContentLength = 65_536
 
-    /// The whole file for `content` (1 ... ``maxContentLength`` bytes) under `id`.
-    package static func encode(id: UInt32, content: UnsafeRawBufferPointer) -> [UInt8] {
+    /// The whole file for `content` (1 ... ``maxContentLength`` bytes) under `id`; `ratio`: the
+    /// payload bytes per value byte it gave on the samples it was measured on (nil: unknown).
+    package static func encode(id: UInt32, content: UnsafeRawBufferPointer, ratio: Double? = nil) -> [UInt8] {
         precondition((1...maxContentLength).contains(content.count) && id >= 1)
         var buffer = ByteBuffer(capacity: headerLength + content.count)
         magic.withUnsafeBytes { buffer.append($0) }
@@ -29,11 +30,17 @@ package enum DictionaryFile {
         buffer.append(littleEndian: id)
         buffer.append(littleEndian: UInt32(content.count))
         buffer.append(littleEndian: CRC32C.checksum(of: content))
-        buffer.append(littleEndian: UInt32(0))
+        buffer.append(littleEndian: ratio.map { UInt32(min(max($0, 0), 65_535.0 / 65_536) * 65_536 + 0.5) } ?? 0)
         let crc = buffer.withUnsafeBytes { CRC32C.checksum(of: $0) }
         buffer.append(littleEndian: crc)
         buffer.append(content)
         return buffer.copyBytes()
+    }
+
+    /// The ratio a dictionary file records (nil: unknown). Read only from a file ``decode(_:expectedID:)`` accepted.
+    package static func ratio(_ bytes: UnsafeRawBufferPointer) -> Double? {
+        let stored = bytes.readLittleEndian(at: 24, as: UInt32.self)
+        return stored == 0 ? nil : Double(stored) / 65_536
     }
 
     /// The content of a dictionary file, checked whole, or why it cannot be used.

@@ -10,6 +10,8 @@ package final class RecordEncoder {
     package static let minimumCompressibleLength = 32
 
     private let compressor = LZ4Compressor()
+    /// The payload length of the last record ``append(type:seq:key:value:expiresAt:batchMember:dictionary:to:)`` wrote.
+    package private(set) var lastStoredLength = 0
     @exclusivity(unchecked) private var scratch = ByteBuffer(capacity: 4096)
 
     package init() {}
@@ -42,6 +44,7 @@ package final class RecordEncoder {
             }
         }
         let compressed = flags & RecordFlags.lz4 != 0
+        lastStoredLength = storedLength
         let limit = Limits.maxRecordHeaderLength + key.count + storedLength
         var length = 0
         // One reservation, then the header is written field by field through a pointer: this is the

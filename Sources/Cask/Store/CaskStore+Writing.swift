@@ -194,6 +194,11 @@ extension CaskStore {
                 let length = w.encoder.append(
                     type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
                     dictionary: dictionary, to: &w.buffer)
+                if w.drift != nil && type == .put && value.count >= RecordEncoder.minimumCompressibleLength && dictionary != nil,
+                   w.drift!.note(valueLength: value.count, storedLength: w.encoder.lastStoredLength) {
+                    w.drift = nil
+                    w.sampler = DictionarySampler(target: options.dictionaries.trainingSampleBytes)
+                }
                 single = RecordLocation(segmentID: segmentID, offset: UInt32(w.end), length: UInt32(length))
                 if isBatch { w.locations.append(single) }
                 w.end += Int64(length)

@@ -169,7 +169,7 @@ public final class CaskStore: Sendable {
                 active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
                 nextSegmentID: recovered.nextSegmentID, options: options, mapsNewSegments: writesThroughMapping, fileSystem: fileSystem,
                 directory: directory, index: recovered.index)
-            newWriter.dictionaryForNewSegments = current
+            if let current { newWriter.adopt(current, expectedRatio: current.ratio, options: options.dictionaries) }
             if options.dictionaries.enabled && current == nil {
                 newWriter.sampler = DictionarySampler(target: options.dictionaries.trainingSampleBytes)
             }

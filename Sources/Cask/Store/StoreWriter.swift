@@ -41,6 +41,9 @@ package struct StoreWriter: ~Copyable {
     /// Collects values to train the store's first dictionary from; nil once training started, or
     /// when the store has a dictionary or does not train one.
     package var sampler: DictionarySampler?
+    /// Watches how well the current dictionary compresses what is put (nil without one, or while a
+    /// new one is trained).
+    package var drift: DictionaryDrift?
     /// Set when sealing the active segment for a new dictionary failed: not retried at every write.
     package var dictionarySealFailed = false
 
@@ -74,6 +77,14 @@ package struct StoreWriter: ~Copyable {
         self.nextSegmentID = nextSegmentID
         self.fileSystem = fileSystem
         self.directory = directory
+    }
+
+    /// Makes `dictionary` the one new segments name (the next write seals the active segment),
+    /// and watches it for drift; no more samples are taken until it drifts.
+    package mutating func adopt(_ dictionary: CompressionDictionary, expectedRatio: Double?, options: DictionaryOptions) {
+        dictionaryForNewSegments = dictionary
+        sampler = nil
+        drift = DictionaryDrift(expectedRatio: expectedRatio, window: options.trainingSampleBytes)
     }
 
     package func checkUsable() throws(CaskError) {
