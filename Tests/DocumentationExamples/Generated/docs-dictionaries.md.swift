@@ -9,11 +9,11 @@ import Foundation
 import XCTest
 
 final class DictionariesExamples: XCTestCase {
-    /// "When a store gets one": the example at docs/dictionaries.md:28.
+    /// "When a store gets one": the example at docs/dictionaries.md:37.
     func testWhenAStoreGetsOne() async throws {
         try await Example.run { example in
             let path = example.path
-#sourceLocation(file: "docs/dictionaries.md", line: 29)
+#sourceLocation(file: "docs/dictionaries.md", line: 38)
 var options = CaskStore.Options()
 options.dictionaries.trainingSampleBytes = 1 << 20   // train sooner: after 1 MiB of values
 // options.dictionaries.enabled = false              // or never
@@ -21,7 +21,7 @@ let profiles = try CaskStore.open(at: path + "-profiles", options: options)
 try profiles.put("user/1", Array(#"{"name":"Ada","email":"ada@example.com"}"#.utf8))
 try profiles.close()
 #sourceLocation()
-#sourceLocation(file: "docs/dictionaries.md", line: 37)
+#sourceLocation(file: "docs/dictionaries.md", line: 46)
 XCTAssertTrue(FileManager.default.fileExists(atPath: path + "-profiles/0000000001.cask"))
 try? FileManager.default.removeItem(atPath: path + "-profiles")
 #sourceLocation()
