@@ -53,7 +53,7 @@ for c in Sources/CCaskCPU/*.c; do
 done
 swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -package-name cask \
   -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -suppress-warnings \
-  -I Sources/CLZ4 -llz4 -I Sources/CCaskCPU/include "${objects[@]}" \
+  -I Sources/CLZ4 -llz4 -I Sources/CZstd -lzstd -I Sources/CCaskCPU/include "${objects[@]}" \
   "${sources[@]}" -o "$binary" 2> >(grep -v "Cannot export local symbol" >&2)
 
 # The Swift runtime's backtracer would race the sanitizer's report; leaks are not checked

@@ -4,21 +4,22 @@ import Foundation
 ///
 /// An image is a run of entries, each `kind: u8, id: u8, length: u16 LE, bytes[length]`
 /// (a last entry shorter than its length keeps what is there). `kind % 4` names the file:
-/// 0 the segment `id % 8 + 1`, 1 its hint file, 2 the `COMPACTION` manifest, 3 a leftover
-/// `.tmp` of that segment. A later entry for the same file replaces an earlier one.
+/// 0 the segment `id % 8 + 1`, 1 its hint file, 2 the `COMPACTION` manifest (or, with `id` ≥ 128,
+/// the dictionary `id % 8 + 1`), 3 a leftover `.tmp` of that segment. A later entry for the same
+/// file replaces an earlier one.
 enum StoreImage {
     static func files(in image: UnsafeRawBufferPointer) -> [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]
         var offset = 0
         while image.count - offset >= 4 {
             let kind = image[offset] % 4
-            let id = UInt64(image[offset + 1] % 8) + 1
+            let idByte = image[offset + 1]
             let length = Int(image[offset + 2]) | Int(image[offset + 3]) << 8
             offset += 4
             let end = min(image.count, offset + length)
             let bytes = Array(image[offset..<end])
             offset = end
-            files[name(kind: kind, id: id)] = bytes
+            files[name(kind: kind, idByte: idByte)] = bytes
         }
         return files
     }
@@ -33,7 +34,7 @@ enum StoreImage {
             }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)))
             precondition(bytes.count <= Int(UInt16.max), "\(name) is too big for a fuzz image")
-            image += [kind, UInt8(id - 1), UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)] + bytes
+            image += [kind, id, UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)] + bytes
         }
         return image
     }
@@ -48,19 +49,21 @@ enum StoreImage {
         }
     }
 
-    private static func name(kind: UInt8, id: UInt64) -> String {
+    private static func name(kind: UInt8, idByte: UInt8) -> String {
+        let id = UInt64(idByte % 8) + 1
         switch kind {
-        case 0: SegmentName.segment(id)
-        case 1: SegmentName.hint(id)
-        case 2: CompactionManifest.fileName
-        default: SegmentName.segment(id) + ".tmp"
+        case 0: return SegmentName.segment(id)
+        case 1: return SegmentName.hint(id)
+        case 2: return idByte >= 128 ? SegmentName.dictionary(id) : CompactionManifest.fileName
+        default: return SegmentName.segment(id) + ".tmp"
         }
     }
 
-    private static func entry(forName name: String) -> (UInt8, UInt64)? {
-        for id in UInt64(1)...8 {
-            for kind in UInt8(0)...3 where self.name(kind: kind, id: id) == name {
-                return (kind, kind == 2 ? 1 : id)
+    /// The kind and id byte of a file's entry.
+    private static func entry(forName name: String) -> (UInt8, UInt8)? {
+        for idByte in [UInt8](0..<8) + [UInt8](128..<136) {
+            for kind in UInt8(0)...3 where self.name(kind: kind, idByte: idByte) == name {
+                return (kind, kind == 2 && idByte < 128 ? 0 : idByte)
             }
         }
         return nil

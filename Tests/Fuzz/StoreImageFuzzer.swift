@@ -3,8 +3,8 @@ import Foundation
 import Glibc
 #endif
 
-// libFuzzer target: an arbitrary directory image (segments, hint files, a compaction manifest,
-// leftover temporaries; see `StoreImage`) goes through everything that reads a store from disk:
+// libFuzzer target: an arbitrary directory image (segments, hint files, dictionaries, a compaction
+// manifest, leftover temporaries; see `StoreImage`) goes through everything that reads a store from disk:
 // verification, a read-only open, a repairing open, a compaction and a reopen.
 //
 // Nothing may crash, hang or allocate without bound, and on every input: a compaction does not
@@ -209,6 +209,32 @@ private let seedStores: [(String, (String) throws -> Void)] = [
         batch.put(Array("draft/timed".utf8), Array("soon".utf8), expiresAtMilliseconds: 1 << 50)
         try store.write(batch)
         try store.put("after-batch", Array("plain".utf8))
+        try store.close()
+    }),
+    ("dictionary", { directory in
+        // A dictionary trained from the first 32 KiB of values, segments of both versions, a
+        // compaction (every file small enough for an image: at most 8 segments of under 64 KiB).
+        var options = CaskStore.Options(durability: .buffered)
+        options.maxSegmentSize = 60 << 10
+        options.automaticCompaction = false
+        options.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 32 << 10)
+        let store = try CaskStore.open(at: directory, options: options)
+        func profile(_ n: Int) -> [UInt8] {
+            Array(#"{"id":\#(n * 7919 % 10007),"name":"user \#(n % 13)","email":"u\#(n)@example.com","tags":["swift","cask"],"city":"Kyoto"}"#.utf8)
+        }
+        var n = 0, sampled = 0
+        while sampled < 32 << 10 {  // the put that fills the sample starts the training
+            let value = profile(n)
+            try store.put(Array("user/\(n % 90)".utf8), value)
+            sampled += value.count
+            n += 1
+        }
+        let deadline = Date().addingTimeInterval(120)
+        while store.dictionaryForNewSegments == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        precondition(store.dictionaryForNewSegments != nil, "the dictionary seed's store trained no dictionary")
+        for m in 0..<40 { try store.put(Array("user/\(m)".utf8), profile(n + m)) }
+        _ = try store.compact()
+        try store.put("after", profile(1))
         try store.close()
     }),
     ("compacted", { directory in

@@ -221,8 +221,8 @@ struct Target: Sendable {
                               value: withDictionary.flatMap { w in without.map { Double(w.median.diskBytes) / Double($0.median.diskBytes) } },
                               detail: withDictionary.flatMap { w in without.map { "\(Format.bytes(w.median.diskBytes)) ÷ \(Format.bytes($0.median.diskBytes)), medians" } } ?? "",
                               unit: "×"))
-        let peers = ["leveldb", "rocksdb", "lmdb", "sqlite"].compactMap { peer in results.summary(peer, "objects_disk", "nosync").map { (peer, $0) } }
-        let smallest = peers.min { $0.1.median.diskBytes < $1.1.median.diskBytes }
+        let diskPeers = ["leveldb", "rocksdb", "lmdb", "sqlite"].compactMap { peer in results.summary(peer, "objects_disk", "nosync").map { (peer, $0) } }
+        let smallest = diskPeers.min { $0.1.median.diskBytes < $1.1.median.diskBytes }
         targets.append(Target(workload: "objects_disk", mode: "nosync", metric: "vs_smallest_peer", name: "disk for num profiles with dictionaries ÷ the smallest peer",
                               kind: .atMost(1), value: withDictionary.flatMap { w in smallest.map { Double(w.median.diskBytes) / Double($0.1.median.diskBytes) } },
                               detail: withDictionary.flatMap { w in smallest.map { "\(Format.bytes(w.median.diskBytes)) ÷ \($0.0) \(Format.bytes($0.1.median.diskBytes))" } } ?? "",
