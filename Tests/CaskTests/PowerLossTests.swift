@@ -67,6 +67,7 @@ final class PowerLossTests: XCTestCase {
         var writeHints = true
         var memoryMapping = true
         var automaticCompaction = true
+        var dictionaries = DictionaryOptions()
         /// The store's content before the first step (the template's, if there is one).
         var base: [String: [UInt8]] = [:]
         var steps: [Step]
@@ -94,6 +95,7 @@ final class PowerLossTests: XCTestCase {
             options.memoryMapping = memoryMapping
             options.automaticCompaction = automaticCompaction
             options.compactionMinDeadBytes = 1
+            options.dictionaries = dictionaries
             return options
         }
     }
@@ -395,6 +397,47 @@ final class PowerLossTests: XCTestCase {
             }
         }
         print("PowerLossTests: \(runs) runs of random scenarios, \(images) crash images checked")
+    }
+
+    /// Dictionaries trained and used while the power goes: a writer that trains one after 16 KiB of
+    /// JSON values (in the background), compactions that train and recompress, reopens; each
+    /// scenario cut at 8 random calls. A segment that names a dictionary must never reach the disk
+    /// without it, nor a record compressed against it be lost to a cut.
+    func testDictionaryTrainingAndRecompressionCutAtRandomCalls() throws {
+        var images = 0, runs = 0
+        for seed in UInt64(1)...3 {
+            for (mode, durability) in Durability.allCases.enumerated() {
+                var random = SeededGenerator(seed: seed)
+                var steps: [Step] = []
+                for n in 0..<150 {
+                    let key = "user/\(Int.random(in: 0..<40, using: &random))"
+                    switch Int.random(in: 0..<100, using: &random) {
+                    case 0..<80: steps.append(.put(key, DictionaryTests.profile(n, generation: Int(seed))))
+                    case 80..<88: steps.append(.delete(key))
+                    case 88..<94: steps.append(.compact)
+                    case 94..<97: steps.append(.sync)
+                    default: steps.append(.reopen)
+                    }
+                }
+                steps.append(.compact)
+                var scenario = Scenario(name: "dictionaries \(seed)", durability: durability, steps: steps)
+                scenario.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 16 << 10)
+                // Uncut, the scenario trains a dictionary and writes segments that name it.
+                let reference = TemporaryDirectory("cask-powerloss-dictionaries", base: Self.memoryBacked)
+                _ = try run(scenario, in: reference.appending("store"), template: nil, cut: nil)
+                let names = try FileManager.default.contentsOfDirectory(atPath: reference.appending("store"))
+                XCTAssertTrue(names.contains { $0.hasSuffix(".dict") }, "\(scenario): no dictionary trained: \(names.sorted())")
+                reference.remove()
+                let calls = try callCount(scenario)
+                var picker = SeededGenerator(seed: seed &* 131 &+ UInt64(mode))
+                let cuts = (0..<8).map { _ in Int.random(in: 0...calls, using: &picker) }
+                images += try cutAndCheck(scenario, cuts: cuts) { cut in
+                    Self.survivals(cut) + [.ordered(seed: UInt64(cut) &* 31 &+ seed)]
+                }
+                runs += cuts.count
+            }
+        }
+        print("PowerLossTests: \(runs) runs of dictionary scenarios, \(images) crash images checked")
     }
 
     static func randomScenario(seed: UInt64, durability: Durability) -> Scenario {
