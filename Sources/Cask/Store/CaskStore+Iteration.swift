@@ -151,8 +151,15 @@ struct EntryScan: ~Copyable {
     private var window = ByteBuffer(capacity: 0)
     private var windowSegment: UInt32?
     private var windowStart: Int64 = 0
-    /// The expanded value of the current entry, when it is compressed.
+    /// The expanded value of the current entry, when it is compressed; the value of an entry read
+    /// without the lock.
     private var value = ByteBuffer(capacity: 0)
+    /// A slice listed without the index lock: its keys are in `keys`, each ending at an entry here,
+    /// and their values are read as gets without the lock read them (``visitUnlocked(_:_:)``).
+    private var unlockedEnds: [Int] = []
+    private var nextUnlocked = 0
+    /// Room for a value read without the lock at first; it grows to the largest value met.
+    private static let initialValueRoom = 4096
 
     init(store: CaskStore, range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         self.store = store
@@ -193,10 +200,27 @@ struct EntryScan: ~Copyable {
     ) throws(CaskError) -> R? {
         while true {
             if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if nextUnlocked < unlockedEnds.count {
+                let start = nextUnlocked == 0 ? 0 : unlockedEnds[nextUnlocked - 1], end = unlockedEnds[nextUnlocked]
+                nextUnlocked += 1
+                // Safe to view: `keys` does not change until the next slice.
+                let key = keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<end]) }
+                if let result = try visitUnlocked(key, body) { return result }
+                continue
+            }
             if next == items.count {
                 if cursor.finished { break }
-                try Self.readSlice(&cursor, &items, &keys, &files, &fileIDs, store: store)
+                items.removeAll(keepingCapacity: true)
+                files.removeAll(keepingCapacity: true)  // lets the last slice's segments go
+                fileIDs.removeAll(keepingCapacity: true)
+                keys.count = 0
+                unlockedEnds.removeAll(keepingCapacity: true)
+                nextUnlocked = 0
                 next = 0
+                if try cursor.nextKeysWithoutLock(
+                    of: store, budget: CaskStore.listingSlice, keys: &keys, ends: &unlockedEnds, expiriesAllowed: true
+                ) { continue }
+                try Self.readSlice(&cursor, &items, &keys, &files, &fileIDs, store: store)
                 continue
             }
             let index = next
@@ -210,6 +234,33 @@ struct EntryScan: ~Copyable {
             if let result = try visit(item.location, in: file, key: key, readAheadFrom: index, body) { return result }
         }
         return nil
+    }
+
+    /// Reads the latest value of `key` (listed without the lock) as a get does: without the lock
+    /// when it can (``CaskStore/copyEntryWithoutLock(key:into:expiresAt:)``), else through the full
+    /// path. Nil when the key has no value now (deleted since it was listed, or expired).
+    private mutating func visitUnlocked<R>(
+        _ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UInt64?) -> R
+    ) throws(CaskError) -> R? {
+        value.count = 0
+        if value.capacity < Self.initialValueRoom { value.reserve(Self.initialValueRoom) }
+        var expiresAt: UInt64?
+        var found = value.withUnsafeMutableCapacity { space in store.copyEntryWithoutLock(key: key, into: space, expiresAt: &expiresAt) }
+        if case .tooLarge(let length) = found {
+            value.reserve(length)
+            found = value.withUnsafeMutableCapacity { space in store.copyEntryWithoutLock(key: key, into: space, expiresAt: &expiresAt) }
+        }
+        switch found {
+        case .absent:
+            return nil
+        case .copied(let count):
+            value.count = count
+            return value.withUnsafeBytes { body(key, $0, expiresAt) }
+        case .tooLarge, .fallBack:
+            return try store.withRecord(key: key) { (valid, file, offset) throws(CaskError) in
+                try CaskStore.withValueBytes(of: valid, file: file, offset: offset) { body(valid.key, $0, valid.header.expiresAt) }
+            }
+        }
     }
 
     /// Validates the record of `key` at `location` and calls `body` with it; nil when it has expired.

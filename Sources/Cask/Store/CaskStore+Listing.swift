@@ -29,10 +29,19 @@ extension CaskStore {
         precondition(limit >= 0, "limit must not be negative")
         var cursor = KeyRangeCursor(range, after: after, order: order)
         var keys: [[UInt8]] = []
+        var slice = ByteBuffer(capacity: 1024)
+        var ends: [Int] = []
         let now = Self.nowMilliseconds()
         while !cursor.finished && keys.count < limit {
-            try cursor.nextSlice(of: self, budget: min(Self.listingSlice, limit - keys.count), withLocations: false) { shared, key, _ in
-                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { keys.append(Array(key)) }
+            slice.count = 0
+            ends.removeAll(keepingCapacity: true)
+            try cursor.nextKeys(of: self, budget: min(Self.listingSlice, limit - keys.count), now: now, keys: &slice, ends: &ends)
+            slice.withUnsafeBytes { all in
+                var start = 0
+                for end in ends {
+                    keys.append(Array(all[start..<end]))
+                    start = end
+                }
             }
         }
         return keys
@@ -55,11 +64,14 @@ extension CaskStore {
         }
         var cursor = KeyRangeCursor(range, after: nil, order: .ascending)
         var count = 0
+        var slice = ByteBuffer(capacity: 1024)
+        var ends: [Int] = []
         let now = Self.nowMilliseconds()
         while !cursor.finished {
-            try cursor.nextSlice(of: self, budget: Self.listingSlice * 4, withLocations: false) { shared, key, _ in
-                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { count += 1 }
-            }
+            slice.count = 0
+            ends.removeAll(keepingCapacity: true)
+            try cursor.nextKeys(of: self, budget: Self.listingSlice * 4, now: now, keys: &slice, ends: &ends)
+            count += ends.count
         }
         return count
     }
@@ -87,11 +99,7 @@ extension CaskStore {
         while !cursor.finished {
             keys.count = 0
             ends.removeAll(keepingCapacity: true)
-            try cursor.nextSlice(of: self, budget: Self.listingSlice, withLocations: false) { shared, key, _ in
-                guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
-                keys.append(key)
-                ends.append(keys.count)
-            }
+            try cursor.nextKeys(of: self, budget: Self.listingSlice, now: now, keys: &keys, ends: &ends)
             try keys.withUnsafeBytes { (all) throws(CaskError) in
                 var start = 0
                 for end in ends {
@@ -135,6 +143,45 @@ struct KeyRangeCursor {
     init(_ range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         descending = order.isDescending
         span = after.map { range.span.resuming(after: $0, descending: order.isDescending) } ?? range.span
+    }
+
+    /// Appends the next keys of the range, at most `budget` (expired ones left out), to `keys`,
+    /// each followed by an entry of `ends` (the length of `keys` after it): one leaf of the
+    /// ordered view without the index lock (``KeyIndex/sliceWithoutLock(_:descending:limit:keys:ends:)``)
+    /// when no key of the store ever had an expiry, else (or when the walk without the lock falls
+    /// back) a slice under the shared lock, which can check expiries. Sets ``finished`` when the
+    /// range has no more keys. Throws ``CaskError/closed``.
+    mutating func nextKeys(
+        of store: CaskStore, budget: Int, now: UInt64, keys: inout ByteBuffer, ends: inout [Int]
+    ) throws(CaskError) {
+        if try nextKeysWithoutLock(of: store, budget: budget, keys: &keys, ends: &ends, expiriesAllowed: false) { return }
+        try nextSlice(of: store, budget: budget, withLocations: false) { shared, key, _ in
+            guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
+            keys.append(key)
+            ends.append(keys.count)
+        }
+    }
+
+    /// The keys of ``nextKeys(of:budget:now:keys:ends:)`` without the index lock, expired or
+    /// not: false, having appended nothing, when only a slice under the lock can take this step
+    /// (or, unless `expiriesAllowed`, when some key of the store had an expiry).
+    mutating func nextKeysWithoutLock(
+        of store: CaskStore, budget: Int, keys: inout ByteBuffer, ends: inout [Int], expiriesAllowed: Bool
+    ) throws(CaskError) -> Bool {
+        precondition(budget > 0)
+        if !viewBuilt {
+            try store.ensureOrderedView()
+            viewBuilt = true
+        }
+        if store.isClosed.load(ordering: .acquiring) { throw CaskError.closed }
+        let span = span, descending = descending
+        let outcome = store.state.withoutLocking { shared -> KeyIndex.UnlockedSlice in
+            guard expiriesAllowed || !shared.expiriesUsed.load(ordering: .acquiring) else { return .fallBack }
+            return shared.index.sliceWithoutLock(span, descending: descending, limit: budget, keys: &keys, ends: &ends)
+        }
+        guard case .listed(let next) = outcome else { return false }
+        if let next { self.span = next } else { finished = true }
+        return true
     }
 
     /// Visits the next keys of the range, at most `budget` of them, under the shared index lock:

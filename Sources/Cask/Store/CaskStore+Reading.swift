@@ -96,7 +96,7 @@ extension CaskStore {
             switch copyValueWithoutLock(key: key, into: buffer) {
             case .absent: return body(nil)
             case .copied(let count): return body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            case .fallBack: return nil
+            case .fallBack, .tooLarge: return nil
             }
         }
     }
@@ -107,6 +107,8 @@ extension CaskStore {
         case absent
         /// The value is the first `count` bytes of the buffer.
         case copied(count: Int)
+        /// The value has `length` bytes, more than the buffer holds; nothing was copied.
+        case tooLarge(length: Int)
         /// Not the common case: the full path (``withRecord(key:_:)``) must settle it.
         case fallBack
     }
@@ -121,10 +123,19 @@ extension CaskStore {
     /// and take no reference to the segment file. What the probe returns is checked by the record
     /// itself (checksum, lengths, key): a probe beside an update that pairs one record's place with
     /// another's length, or that lands on another key's entry, fails those checks. Returns
-    /// `.fallBack`, having changed nothing, for everything else: a record that is not mapped or not
-    /// yet written, a value larger than `buffer`, any failed check (which the full path, under the
-    /// lock, settles or reports), a closed store. Never calls out of the store.
+    /// `.tooLarge`, having copied nothing, for a value larger than `buffer`, and `.fallBack` for
+    /// everything else: a record that is not mapped or not yet written, any failed check (which
+    /// the full path, under the lock, settles or reports), a closed store. Never calls out of the
+    /// store.
     func copyValueWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> QuickRead {
+        var expiresAt: UInt64?
+        return copyEntryWithoutLock(key: key, into: buffer, expiresAt: &expiresAt)
+    }
+
+    /// ``copyValueWithoutLock(key:into:)``, and the expiry of the record the value was read from
+    /// (nil: it never expires), for listings of entries.
+    @inline(__always)
+    func copyEntryWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?) -> QuickRead {
         state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
             guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
             // A batch changes several entries: a get that overlaps the change (the version is odd
@@ -132,7 +143,7 @@ extension CaskStore {
             // a batch is all or nothing.
             let version = shared.batchVersion.load(ordering: .acquiring)
             guard version & 1 == 0 else { return .fallBack }
-            let found = probeAndCopy(key: key, into: buffer, shared: shared)
+            let found = probeAndCopy(key: key, into: buffer, shared: shared, expiresAt: &expiresAt)
             atomicMemoryFence(ordering: .acquiring)
             return shared.batchVersion.load(ordering: .relaxed) == version ? found : .fallBack
         } }
@@ -140,7 +151,9 @@ extension CaskStore {
 
     /// ``copyValueWithoutLock(key:into:)`` inside the reader registry, once a batch is ruled out.
     @inline(__always)
-    private func probeAndCopy(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState) -> QuickRead {
+    private func probeAndCopy(
+        key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState, expiresAt: inout UInt64?
+    ) -> QuickRead {
         var valid: ValidRecord?
         // The entries on the key's path whose hash bits match, in order: the first is the key's
         // own but for about 1% of gets, whose first is another key's.
@@ -166,9 +179,10 @@ extension CaskStore {
         }
         guard let valid else { return .fallBack }
         let header = valid.header
+        guard header.valueLength <= buffer.count else { return .tooLarge(length: header.valueLength) }
+        expiresAt = header.expiresAt
         if header.isCompressed {
-            guard header.valueLength <= buffer.count,
-                  LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
+            guard LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
             else { return .fallBack }
         } else {
             guard valid.payload.count <= buffer.count else { return .fallBack }

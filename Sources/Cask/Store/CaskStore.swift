@@ -57,7 +57,12 @@ public final class CaskStore: Sendable {
         let segments: SegmentTable
         @exclusivity(unchecked) var stats: SegmentAccounting
         /// Expiry times of the keys whose latest record has one.
-        @exclusivity(unchecked) var expiries: ExpiryTable
+        @exclusivity(unchecked) var expiries: ExpiryTable {
+            didSet { if !expiriesUsed.load(ordering: .relaxed) && !expiries.isEmpty { expiriesUsed.store(true, ordering: .releasing) } }
+        }
+        /// Set once `expiries` held a key, never cleared: the one thing about expiries that
+        /// listings without the lock may ask (they filter expired keys only if it is set).
+        let expiriesUsed: Atomic<Bool>
         @exclusivity(unchecked) var closed = false
         /// Odd while a batch of several operations is applied to the index (under the exclusive
         /// lock), even otherwise: gets without the lock check it on both sides of their probe
@@ -69,6 +74,7 @@ public final class CaskStore: Sendable {
             self.segments = segments
             self.stats = stats
             self.expiries = expiries
+            expiriesUsed = Atomic(!expiries.isEmpty)
         }
     }
 
