@@ -78,6 +78,17 @@ package struct KeyArena: ~Copyable {
         cask_store_word_release(readerTable, UInt64(chunks.count))
     }
 
+    /// For a reader without the lock: starts loading the key at `position` (its first line), as
+    /// the reader table `table` shows the arena. Reads only the table; a prefetch never faults.
+    @inline(__always)
+    static func prefetchWithoutLock(_ position: UInt32, table: UnsafeRawPointer) {
+        let chunk = Int(position >> chunkShift)
+        guard chunk < Int(cask_load_word_acquire(table)),
+              let start = cask_load_pointer_acquire((table + 8 * (tableHeaderWords + chunk)).assumingMemoryBound(to: UnsafeMutableRawPointer?.self))
+        else { return }
+        cask_prefetch_for_read(start + Int(position & offsetMask))
+    }
+
     /// For a reader without the lock: the key at `position` as the reader table `table` shows the
     /// arena, or nil when the position lies outside its chunks (its bytes are then not to be read:
     /// the reader raced a change). The bytes are those `store` wrote when the caller loaded the

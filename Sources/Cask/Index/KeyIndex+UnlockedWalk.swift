@@ -12,6 +12,8 @@ extension KeyIndex {
 
     /// Attempts at a leaf before a walk gives up and takes the lock for it.
     static let unlockedAttempts = 8
+    /// Keys ahead of the one being copied whose bytes are prefetched.
+    private static let keyPrefetchDistance = 8
 
     /// Lists the next keys of `span`, in ascending (or descending) order, without the store's
     /// lock: those of one leaf of the ordered view from the span's start on, at most `limit`,
@@ -70,10 +72,17 @@ extension KeyIndex {
             leaf = bound.withUnsafeBytes { OrderedKeys.readLeaf(root: root, from: .key($0, inclusive: false), descending: descending, into: positions, keyAt) }
         }
         guard let leaf else { return nil }
+        // The keys lie in the arena in the order they were written: each is loaded a few keys
+        // ahead of its turn (more at once than the CPU has line buffers would stall it).
+        guard let table = cask_load_pointer_acquire(tableCell) else { return nil }
+        for index in 0..<Swift.min(leaf.count, Self.keyPrefetchDistance) { KeyArena.prefetchWithoutLock(positions[index], table: table) }
         var next: KeySpan?
         var listed = 0
         var reachedEnd = false
         for index in 0..<leaf.count {
+            if index + Self.keyPrefetchDistance < leaf.count {
+                KeyArena.prefetchWithoutLock(positions[index + Self.keyPrefetchDistance], table: table)
+            }
             guard let key = keyAt(positions[index]) else { return nil }
             guard end.admits(key, asUpper: !descending) else {
                 reachedEnd = true

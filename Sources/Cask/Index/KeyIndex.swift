@@ -176,6 +176,19 @@ package final class KeyIndex {
         return find(key, hash: hash, matching: .tag(skipping: skipping), in: table)
     }
 
+    /// Starts loading the lines a probe of `key` without the lock reads first (its home group's
+    /// control bytes and entries, in the table published last), for a caller that will look it up
+    /// soon. Only inside ``ReaderRegistry/read(_:)`` (it loads the published table); a prefetch
+    /// never faults.
+    @inline(__always)
+    package func prefetchWithoutLock(_ key: UnsafeRawBufferPointer) {
+        let table = published.load(ordering: .sequentiallyConsistent).pointee
+        let home = table.homeGroup(hasher.hash(key)) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_read(table.control + home)
+        cask_prefetch_for_read(table.entries + home)
+        cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
+    }
+
     /// Whether `key`'s entry points at `location`, without the lock (as
     /// ``probableLocationWithoutLock(_:skipping:)``), reading no stored key: only the key's own
     /// entry can point at a record of it. True means it did at some instant during the call; false

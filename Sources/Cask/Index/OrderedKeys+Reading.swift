@@ -32,6 +32,7 @@ extension OrderedKeys {
     ) -> LeafRead? {
         var node = Node(base: cask_load_pointer_acquire(root))
         guard node.base != nil else { return nil }
+        node.prefetch()
         var version = node.loadedVersion
         // Still the root once its version is known: a root that splits stays odd until the new root is published.
         guard version & 1 == 0, cask_load_pointer_acquire(root) == node.base else { return nil }
@@ -58,6 +59,8 @@ extension OrderedKeys {
             }
             let child = node.loadedChild(index)
             guard child.base != nil, node.isUnchanged(since: version) else { return nil }
+            // Its header, heads and positions load at once, not miss by miss down the search.
+            child.prefetch()
             let childVersion = child.loadedVersion
             guard childVersion & 1 == 0, node.isUnchanged(since: version) else { return nil }
             node = child

@@ -1,10 +1,11 @@
 extension CaskStore {
-    /// Keys a listing visits under the index lock at a time: a writer waits at most for one slice
-    /// (a few microseconds), whatever the size of the store or of the listing.
+    /// Keys a listing visits at a time: at most a leaf of the ordered view without the lock, and
+    /// when it falls back to the index lock, a slice under it (a writer then waits at most for one
+    /// slice, a few microseconds, whatever the size of the store or of the listing).
     static let listingSlice = 64
-    /// The same for a walk that also looks up each key's location (a probe of the hash table per
-    /// key, their cache misses overlapped) and its segment's file: a quarter as many keys, a hold
-    /// of 2–3 µs (the median wait of a put that found the lock taken beside `scan_put`'s listings).
+    /// The same for a walk under the lock that also looks up each key's location (a probe of the
+    /// hash table per key, their cache misses overlapped) and its segment's file: a quarter as many
+    /// keys, a hold of 2–3 µs.
     static let locatingSlice = 16
 
     /// The keys in `range`, in byte order (or descending), expired keys excluded.
@@ -17,14 +18,17 @@ extension CaskStore {
     /// `after` resumes a listing: only keys after it in `order` are listed (it need not exist).
     /// `limit` caps the number of keys returned.
     ///
-    /// **Consistency.** The keys are read from the index's ordered view in slices of at most 64,
-    /// each under the shared index lock, each resuming after the last key of the one before. A key
-    /// live for the whole call is listed exactly once; a key created or deleted during the call
-    /// may be listed or not; no key is listed twice or out of order. Writers wait at most for one
-    /// slice.
+    /// **Consistency.** The keys are read from the index's ordered view a leaf (at most 64 keys) at
+    /// a time without the index lock, each leaf checked unchanged by writers while it was read (and
+    /// read again if it was not), each resuming where the one before ended. A key live for the
+    /// whole call is listed exactly once; a key created or deleted during the call may be listed
+    /// or not; no key is listed twice or out of order. Writers never wait for a listing. (After
+    /// 8 failed reads of one leaf, while the index rewrites its key arena, or in a store where some
+    /// key has had an expiry, which only the lock can check, a slice of at most 64 keys is read
+    /// under the shared index lock instead: writers then wait at most for one slice.)
     ///
-    /// Complexity: O(log n) to find the first key, then O(1) per key listed (plus O(log n) per 64),
-    /// and one allocation per key returned. Thread-safe.
+    /// Complexity: O(log n) per leaf (about 55 keys), O(1) per key listed, and one allocation per
+    /// key returned. Thread-safe.
     public func keys(in range: KeyRange = .all, after: [UInt8]? = nil, limit: Int = .max, order: KeyOrder = .ascending) throws(CaskError) -> [[UInt8]] {
         precondition(limit >= 0, "limit must not be negative")
         var cursor = KeyRangeCursor(range, after: after, order: order)
@@ -53,8 +57,8 @@ extension CaskStore {
     }
 
     /// The number of keys in `range`, expired keys excluded. O(1) for `.all` (as ``count``);
-    /// otherwise O(log n + k) for k keys counted, in slices as ``keys(in:after:limit:order:)``
-    /// walks them, with no allocation.
+    /// otherwise O(log n) per leaf plus O(1) per key counted, walked as
+    /// ``keys(in:after:limit:order:)`` walks them, with no allocation per key.
     public func count(in range: KeyRange) throws(CaskError) -> Int {
         if range == .all {
             return try state.read { (shared) throws(CaskError) in

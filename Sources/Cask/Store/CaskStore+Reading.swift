@@ -133,11 +133,16 @@ extension CaskStore {
     }
 
     /// ``copyValueWithoutLock(key:into:)``, and the expiry of the record the value was read from
-    /// (nil: it never expires), for listings of entries.
+    /// (nil: it never expires), for listings of entries; first starts loading the index lines of
+    /// `ahead`, a key the caller reads next (``KeyIndex/prefetchWithoutLock(_:)``).
     @inline(__always)
-    func copyEntryWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?) -> QuickRead {
+    func copyEntryWithoutLock(
+        key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?,
+        prefetching ahead: UnsafeRawBufferPointer? = nil
+    ) -> QuickRead {
         state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
             guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
+            if let ahead { shared.index.prefetchWithoutLock(ahead) }
             // A batch changes several entries: a get that overlaps the change (the version is odd
             // meanwhile, or differs after) could see part of it, so it asks under the lock, where
             // a batch is all or nothing.
