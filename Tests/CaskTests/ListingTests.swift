@@ -167,15 +167,16 @@ final class ListingTests: XCTestCase {
         // Per key: the number of changes begun and ended (odd while one is under way), whether it
         // is live once the last change ended, and the version of the latest put begun.
         struct Model { var changes: [Int]; var live: [Bool]; var versions: [Int] }
-        let model = Mutex(Model(changes: [Int](repeating: 0, count: keyCount), live: [Bool](repeating: false, count: keyCount),
-                                versions: [Int](repeating: 0, count: keyCount)))
+        // Cask's pthread-based `Lock`, not a `Mutex`: the thread sanitizer sees it (ConcurrencyTests' `Problems`).
+        let model = Lock(Model(changes: [Int](repeating: 0, count: keyCount), live: [Bool](repeating: false, count: keyCount),
+                               versions: [Int](repeating: 0, count: keyCount)))
+        let problems = Lock<[String]>([]), writerFailures = Lock<[String]>([])
         for i in 0..<keyCount where i % 3 != 0 {
             try store.put(key(i), value(i, 0))
             model.withLock { $0.live[i] = true }
         }
         _ = try store.keys(limit: 1)  // builds the ordered view
         let stop = Atomic(false)
-        let writerFailures = Mutex<[String]>([])
         let writers = DispatchGroup()
         for writer in 0..<2 {
             DispatchQueue.global().async(group: writers) {
@@ -210,7 +211,6 @@ final class ListingTests: XCTestCase {
                 }
             }
         }
-        let problems = Mutex<[String]>([])
         let listers = DispatchGroup()
         let listings = Atomic(0)
         for lister in 0..<3 {
