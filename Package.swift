@@ -18,9 +18,17 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        // The system zstd library (Debian: libzstd-dev), for its dictionary trainer only
+        // (`ZDICT_trainFromBuffer`): records are LZ4 blocks, compressed against trained dictionaries.
+        .systemLibrary(
+            name: "CZstd",
+            path: "Sources/CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]
+        ),
         // CPU instructions Swift cannot emit: CRC-32C (SSE4.2 / ARMv8 CRC) and a cache-line prefetch.
         .target(name: "CCaskCPU", path: "Sources/CCaskCPU"),
-        .target(name: "Cask", dependencies: ["CLZ4", "CCaskCPU"], path: "Sources/Cask"),
+        .target(name: "Cask", dependencies: ["CLZ4", "CZstd", "CCaskCPU"], path: "Sources/Cask"),
         .executableTarget(name: "cask", dependencies: ["Cask"], path: "Tools/cask"),
         // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
         .executableTarget(name: "cask-crash-writer", dependencies: ["Cask", "CaskTestSupport"], path: "Tools/cask-crash-writer"),

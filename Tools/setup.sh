@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev).
+# Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev) and zstd's
+# dictionary trainer (libzstd-dev).
 # Idempotent: does nothing when it is already there. Usage: Tools/setup.sh
 set -euo pipefail
 
 missing=()
 [ -f /usr/include/lz4.h ] || missing+=(liblz4-dev)
+[ -f /usr/include/zdict.h ] || missing+=(libzstd-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 
 if [ ${#missing[@]} -gt 0 ]; then

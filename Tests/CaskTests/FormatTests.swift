@@ -448,9 +448,21 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(decode(damaged), .failure(.badChecksum), "flip at \(index)")
         }
         // A newer format version with a valid checksum is unsupported, not corrupt.
+        var version3 = good
+        version3[8] = 3
+        XCTAssertEqual(decode(resealed(version3)), .failure(.unsupportedVersion(3)))
+        // Version 2 names a dictionary at offset 32; version 1 ignores what is there (reserved).
         var version2 = good
         version2[8] = 2
-        XCTAssertEqual(decode(resealed(version2)), .failure(.unsupportedVersion(2)))
+        XCTAssertEqual(decode(resealed(version2)), .failure(.dictionaryIDOutOfRange(0)))
+        version2[32] = 5
+        XCTAssertEqual(try decode(resealed(version2)).get().dictionaryID, 5)
+        XCTAssertEqual(SegmentHeader(segmentID: 7, baseSeq: 99, dictionaryID: 5).encoded(), resealed(version2))
+        version2[32...35] = [0xff, 0xff, 0xff, 0xff]
+        XCTAssertEqual(decode(resealed(version2)), .failure(.dictionaryIDOutOfRange(UInt32.max)))
+        var reservedSet = good
+        reservedSet[32] = 5
+        XCTAssertEqual(try decode(resealed(reservedSet)).get().dictionaryID, 0)
         var version0 = good
         version0[8] = 0
         XCTAssertEqual(decode(resealed(version0)), .failure(.unsupportedVersion(0)))

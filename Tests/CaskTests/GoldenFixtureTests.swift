@@ -51,17 +51,74 @@ final class GoldenFixtureTests: XCTestCase {
         return files
     }
 
+    static let fixtureV2 = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/golden-v2").path
+
+    /// The operations that made the version 2 fixture (Fixtures/golden-v2): drafts until the store
+    /// trains a dictionary (from exactly the first 32 KiB of values: training starts at the put that
+    /// fills the sample), a wait for the writer to take it, then more drafts — in a segment that
+    /// names it — overwrites and deletes. The dictionary's bytes are zstd's trainer's (libzstd 1.5.4
+    /// of Debian 12 made the fixture); a trainer that learns otherwise changes only the replay.
+    static func writeVersion2(into directory: String) throws -> [String: [UInt8]] {
+        var options = CaskStore.Options()
+        options.maxSegmentSize = 64 << 10
+        options.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 32 << 10)
+        let store = try CaskStore.open(at: directory, options: options)
+        var expected: [String: [UInt8]] = [:]
+        func put(_ key: String, _ value: [UInt8]) throws {
+            try store.put(key, value)
+            expected[key] = value
+        }
+        var n = 0
+        var sampled = 0
+        while sampled < 32 << 10 {
+            let draft = DictionaryTests.profile(n)
+            try put("drafts/\(1_000 + n)", draft)
+            sampled += min(draft.count, 16 << 10)
+            n += 1
+        }
+        let deadline = Date().addingTimeInterval(60)
+        while store.dictionaryForNewSegments == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        precondition(store.dictionaryForNewSegments == 1, "the fixture's store trained no dictionary")
+        for i in 0..<40 { try put("drafts/\(2_000 + i)", DictionaryTests.profile(10_000 + i)) }
+        try put("drafts/1000", DictionaryTests.profile(0, generation: 1))
+        for i in stride(from: 0, to: 40, by: 9) {
+            try store.delete("drafts/\(2_000 + i)")
+            expected["drafts/\(2_000 + i)"] = nil
+        }
+        try put("short", Array("raw".utf8))
+        try store.close()
+        return expected
+    }
+
     func testReplayProducesIdenticalFiles() throws {
+        try checkReplay(fixture: Self.fixture, write: Self.write)
+    }
+
+    func testReplayProducesIdenticalFilesVersion2() throws {
+        try checkReplay(fixture: Self.fixtureV2, write: Self.writeVersion2)
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.fixtureV2)
+        XCTAssertTrue(names.contains("0000000001.dict"), "\(names)")
+    }
+
+    func testFixtureOpensWithExpectedContents() throws {
+        try checkContents(fixture: Self.fixture, write: Self.write)
+    }
+
+    func testFixtureOpensWithExpectedContentsVersion2() throws {
+        try checkContents(fixture: Self.fixtureV2, write: Self.writeVersion2)
+    }
+
+    private func checkReplay(fixture: String, write: (String) throws -> [String: [UInt8]]) throws {
         let scratch = TemporaryDirectory("cask-golden")
-        _ = try Self.write(into: scratch.path)
+        _ = try write(scratch.path)
         if ProcessInfo.processInfo.environment["CASK_REGENERATE_FIXTURES"] != nil {
-            try? FileManager.default.removeItem(atPath: Self.fixture)
-            try FileManager.default.createDirectory(atPath: Self.fixture, withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(atPath: fixture)
+            try FileManager.default.createDirectory(atPath: fixture, withIntermediateDirectories: true)
             for (name, bytes) in try Self.files(in: scratch.path) {
-                try bytes.write(to: URL(fileURLWithPath: Self.fixture + "/" + name))
+                try bytes.write(to: URL(fileURLWithPath: fixture + "/" + name))
             }
         }
-        let golden = try Self.files(in: Self.fixture)
+        let golden = try Self.files(in: fixture)
         let replayed = try Self.files(in: scratch.path)
         XCTAssertEqual(Set(golden.keys), Set(replayed.keys))
         XCTAssertGreaterThanOrEqual(golden.keys.filter { $0.hasSuffix(".cask") }.count, 2, "fixture should span segments")
@@ -70,12 +127,12 @@ final class GoldenFixtureTests: XCTestCase {
         }
     }
 
-    func testFixtureOpensWithExpectedContents() throws {
+    private func checkContents(fixture: String, write: (String) throws -> [String: [UInt8]]) throws {
         let scratch = TemporaryDirectory("cask-golden-expected")
-        let expected = try Self.write(into: scratch.path)
+        let expected = try write(scratch.path)
         for useHints in [true, false] {
             let copy = TemporaryDirectory("cask-golden-copy")
-            for (name, bytes) in try Self.files(in: Self.fixture) where useHints || !name.hasSuffix(".hint") {
+            for (name, bytes) in try Self.files(in: fixture) where useHints || !name.hasSuffix(".hint") {
                 try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name))
             }
             let store = try CaskStore.open(at: copy.path, options: .init(durability: .os, readOnly: true))
@@ -84,6 +141,8 @@ final class GoldenFixtureTests: XCTestCase {
             for (key, value) in expected { XCTAssertEqual(try store.get(key), value, key) }
             XCTAssertNil(try store.get("alpha2"))
             XCTAssertEqual(try store.keys(prefix: Array("drafts/".utf8)).count, expected.keys.filter { $0.hasPrefix("drafts/") }.count)
+            let verified = try CaskStore.verify(at: copy.path)
+            XCTAssertTrue(verified.damagedRanges.isEmpty && verified.invalidHints.isEmpty, "\(verified)")
             try store.close()
         }
     }

@@ -139,7 +139,7 @@ final class SecondReaderTests: XCTestCase {
     static func copyStore(_ source: String, hints: Bool) throws -> TemporaryDirectory {
         let copy = TemporaryDirectory("cask-second-reader-copy")
         for name in try FileManager.default.contentsOfDirectory(atPath: source)
-        where name.hasSuffix(".cask") || name == CompactionManifest.fileName || (hints && name.hasSuffix(".hint")) {
+        where name.hasSuffix(".cask") || name.hasSuffix(".dict") || name == CompactionManifest.fileName || (hints && name.hasSuffix(".hint")) {
             try FileManager.default.copyItem(atPath: source + "/" + name, toPath: copy.appending(name))
         }
         return copy
@@ -197,6 +197,17 @@ final class SecondReaderTests: XCTestCase {
             }
         }
         XCTAssertEqual(results[0].python.hintsUsed, 2, "the fixture's two hints should both be valid: \(results[0].python.summary)")
+    }
+
+    func testGoldenFixtureVersion2() throws {
+        let expectedStore = TemporaryDirectory("cask-second-reader-golden-v2")
+        let expected = try GoldenFixtureTests.writeVersion2(into: expectedStore.path)
+        for (python, swift) in try Self.compareReaders(GoldenFixtureTests.fixtureV2, label: "golden fixture, version 2") {
+            XCTAssertTrue(swift.report.isClean, "\(swift.report)")
+            XCTAssertTrue(python.damaged.isEmpty && !python.tornTail && python.unreadable.isEmpty, "\(python.summary)")
+            XCTAssertEqual(python.values.count, expected.count)
+            for (key, value) in expected { XCTAssertEqual(python.values[Array(key.utf8)], value, key) }
+        }
     }
 
     /// A random store with many small segments, binary keys, compressible and incompressible values,
@@ -288,6 +299,45 @@ final class SecondReaderTests: XCTestCase {
         XCTAssertGreaterThan(withHints.recordsFromHints, 0, "\(withHints.summary)")
         // The last session wrote no hints: its records are found by scanning after a hint's covered length.
         XCTAssertGreaterThan(withHints.summary["records_scanned"] as? Int ?? 0, 0, "\(withHints.summary)")
+    }
+
+    /// A store with a trained dictionary: segments of both versions, records compressed against it
+    /// (written so, and compressed again by a compaction), overwrites and deletes; then the same store
+    /// with its dictionary file gone, whose dictionary records both readers must refuse alike.
+    func testStoreWithDictionaries() throws {
+        let directory = TemporaryDirectory("cask-second-reader-dictionary")
+        var options = CaskStore.Options.manualCompaction(maxSegmentSize: 256 << 10)
+        options.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 64 << 10)
+        let store = try CaskStore.open(at: directory.path, options: options)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var n = 0
+        func put() throws {
+            let key = Array("user/\(n % 1500)".utf8), value = DictionaryTests.profile(n)
+            try store.put(key, value)
+            model[key] = value
+            n += 1
+        }
+        let deadline = Date().addingTimeInterval(60)
+        while store.dictionaryForNewSegments == nil && Date() < deadline { try put() }
+        for _ in 0..<1500 { try put() }
+        for k in stride(from: 0, to: 1500, by: 11) {
+            try store.delete("user/\(k)")
+            model[Array("user/\(k)".utf8)] = nil
+        }
+        _ = try store.compact()
+        for _ in 0..<300 { try put() }
+        try store.close()
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        XCTAssertEqual(names.filter { $0.hasSuffix(".dict") }, ["0000000001.dict"])
+        for (python, swift) in try Self.compareReaders(directory.path, label: "store with a dictionary") {
+            XCTAssertTrue(swift.report.isClean, "\(swift.report)")
+            XCTAssertTrue(python.damaged.isEmpty && python.unreadable.isEmpty, "\(python.summary)")
+            XCTAssertEqual(python.values, model)
+        }
+        try FileManager.default.removeItem(atPath: directory.appending("0000000001.dict"))
+        for (python, _) in try Self.compareReaders(directory.path, label: "dictionary file removed") {
+            XCTAssertGreaterThan(python.unreadable.count, model.count / 2, "\(python.summary)")
+        }
     }
 
     /// A compacted store (output segments have higher ids but older records, so the active segment

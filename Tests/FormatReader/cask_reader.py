@@ -40,6 +40,10 @@ SEGMENT_HEADER_LENGTH = 40
 RESERVED_SPACE_LIMIT = 2 << 20
 HINT_HEADER_LENGTH = 48
 FORMAT_VERSION = 1
+FORMAT_VERSION_DICTIONARY = 2   # a segment whose header names a dictionary ("Dictionary files")
+DICTIONARY_MAGIC = b"CASKDCT\x00"
+DICTIONARY_HEADER_LENGTH = 32
+MAX_DICTIONARY_CONTENT = 65_536
 
 TYPE_PUT = 1
 TYPE_DELETE = 2
@@ -48,7 +52,8 @@ FLAG_LZ4 = 0x01
 FLAG_EXPIRES = 0x02
 TYPE_BATCH = 3
 FLAG_BATCH = 0x04
-KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH
+FLAG_DICTIONARY = 0x08
+KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH | FLAG_DICTIONARY
 
 MAX_KEY_LENGTH = 65_535
 MAX_VALUE_LENGTH = 268_435_456  # 256 MiB
@@ -142,12 +147,16 @@ LAST_LITERALS = 5   # the last 5 bytes of a block are always literals
 MF_LIMIT = 12       # the last match starts at least 12 bytes before the end of the block
 
 
-def lz4_decompress(src, expected_length):
+def lz4_decompress(src, expected_length, dictionary=b""):
     """Decompresses one LZ4 block that must expand to exactly expected_length bytes.
 
     Enforces the end-of-block rules of the block format (the last sequence is literals only and ends
     the input exactly; a match may not start within the last 12 or write into the last 5 bytes), as
     LZ4_decompress_safe does. Raises Invalid on any violation; never reads or writes out of bounds.
+
+    With a dictionary, its content is taken to come right before the output: a match whose offset is
+    larger than the bytes produced so far starts in the dictionary ("Dictionary files", "Expanding a
+    record").
     """
     src = bytes(src)
     n = len(src)
@@ -191,8 +200,8 @@ def lz4_decompress(src, expected_length):
         ip += 2
         if offset == 0:
             raise Invalid("lz4: match offset 0")
-        if offset > len(out):
-            raise Invalid("lz4: match offset before the start of the output")
+        if offset > len(out) + len(dictionary):
+            raise Invalid("lz4: match offset before the start of the output" + (" and of the dictionary" if dictionary else ""))
         mlen = token & 0x0F
         if mlen == 15:
             while True:
@@ -208,6 +217,16 @@ def lz4_decompress(src, expected_length):
         mlen += MIN_MATCH
         if len(out) + mlen > expected_length - LAST_LITERALS:
             raise Invalid("lz4: match writes into the last 5 bytes of the block")
+        if offset > len(out):
+            # The match starts `back` bytes before the end of the dictionary, and goes on into the
+            # output if it is longer than that.
+            back = offset - len(out)
+            taken = min(mlen, back)
+            first = len(dictionary) - back
+            out += dictionary[first:first + taken]
+            mlen -= taken
+            if mlen == 0:
+                continue
         start = len(out) - offset
         if mlen <= offset:
             out += out[start:start + mlen]
@@ -247,6 +266,8 @@ def parse_record(data, offset, end):
         raise Invalid("unknown record type %d" % rtype)
     if flags & ~KNOWN_FLAGS:
         raise Invalid("unknown record flags 0x%02x" % flags)
+    if flags & FLAG_DICTIONARY and not flags & FLAG_LZ4:
+        raise Invalid("dictionary flag without the lz4 flag")
     # Rule 2: varints well formed, lengths within limits, before anything is sized from them.
     pos = offset + 6
     seq, pos = read_varint(data, pos, end)
@@ -298,12 +319,49 @@ def parse_record(data, offset, end):
     return r
 
 
-def record_value(data, r):
-    """The value of a put record (rule 5: an lz4 payload must expand to exactly value length)."""
+def record_value(data, r, dictionary=None):
+    """The value of a put record (rule 5: an lz4 payload must expand to exactly value length).
+
+    `dictionary`: what the record's segment names — None for none, bytes for a usable one's
+    content, or a str saying why the one it names cannot be used."""
     payload = data[r.payload_start:r.payload_start + r.stored_length]
+    if r.flags & FLAG_DICTIONARY:
+        if dictionary is None:
+            raise Invalid("the record needs a dictionary and its segment names none")
+        if isinstance(dictionary, str):
+            raise Invalid(dictionary)
+        return lz4_decompress(payload, r.value_length, dictionary)
     if r.lz4:
         return lz4_decompress(payload, r.value_length)
     return bytes(payload)
+
+
+def load_dictionary(directory, dictionary_id, expected_crc):
+    """The content of dictionary file dictionary_id, or a str saying why it cannot be used."""
+    name = "%010d.dict" % dictionary_id
+    path = os.path.join(directory, name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(DICTIONARY_HEADER_LENGTH + MAX_DICTIONARY_CONTENT + 1)
+    except OSError as error:
+        return "dictionary %d (%s) cannot be read: %s" % (dictionary_id, path, error.strerror)
+    def unusable(why):
+        return "dictionary %d (%s) cannot be used: %s" % (dictionary_id, path, why)
+    if len(data) < DICTIONARY_HEADER_LENGTH:
+        return unusable("shorter than its header")
+    if data[:8] != DICTIONARY_MAGIC or crc32c(data, 0, 28) != struct.unpack_from("<I", data, 28)[0]:
+        return unusable("bad magic or header checksum")
+    version, header_length, file_id, length, content_crc = struct.unpack_from("<HHIII", data, 8)
+    if version != 1 or header_length != DICTIONARY_HEADER_LENGTH or file_id != dictionary_id:
+        return unusable("version %d, header length %d, id %d" % (version, header_length, file_id))
+    if not 1 <= length <= MAX_DICTIONARY_CONTENT or len(data) != DICTIONARY_HEADER_LENGTH + length:
+        return unusable("content length %d in a file of %d bytes" % (length, len(data)))
+    content = data[DICTIONARY_HEADER_LENGTH:]
+    if crc32c(content) != content_crc:
+        return unusable("content checksum mismatch")
+    if content_crc != expected_crc:
+        return unusable("not the dictionary the segment was written with (crc 0x%08x, the segment says 0x%08x)" % (content_crc, expected_crc))
+    return bytes(content)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,7 +462,7 @@ def parse_hint_entry(raw, p, end):
     e.flags = raw[p + 1]
     if e.type not in KNOWN_TYPES:
         raise Invalid("hint entry with unknown type %d" % e.type)
-    if e.flags & ~KNOWN_FLAGS:
+    if e.flags & ~KNOWN_FLAGS or (e.flags & FLAG_DICTIONARY and not e.flags & FLAG_LZ4):
         raise Invalid("hint entry with unknown flags 0x%02x" % e.flags)
     p += 2
     e.seq, p = read_varint(raw, p, end)
@@ -457,6 +515,7 @@ class Reader:
         self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self.index = {}
         self.segments = []       # (id, name, data)
+        self.dictionaries = {}   # segment id -> what its header names (see record_value)
         self.summary = {
             "segments": 0, "records": 0, "records_from_hints": 0, "records_scanned": 0,
             "hints_used": [], "hints_ignored": [], "damaged": [], "torn_tail": None,
@@ -521,13 +580,17 @@ class Reader:
             # Not a header we can trust at all. Records are self-checking, so scan anyway.
             self.damage(name, 0, SEGMENT_HEADER_LENGTH, "bad segment header (magic or checksum)")
         else:
-            version, header_length, _r1, header_id, base_seq, _r2 = struct.unpack_from("<HHIQQI", data, 8)
-            if version != FORMAT_VERSION or header_length != SEGMENT_HEADER_LENGTH:
+            version, header_length, dictionary_crc, header_id, base_seq, dictionary_id = struct.unpack_from("<HHIQQI", data, 8)
+            if version not in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) or header_length != SEGMENT_HEADER_LENGTH:
                 raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
             if base_seq > MAX_SEQ:
                 self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header base seq above 2^63-1")
+            elif version == FORMAT_VERSION_DICTIONARY and not 1 <= dictionary_id <= MAX_SEGMENT_ID:
+                self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header names dictionary %d" % dictionary_id)
             elif header_id != segment_id:
                 self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header says id %d" % header_id)
+            if version == FORMAT_VERSION_DICTIONARY and 1 <= dictionary_id <= MAX_SEGMENT_ID and base_seq <= MAX_SEQ:
+                self.dictionaries[segment_id] = load_dictionary(self.directory, dictionary_id, dictionary_crc)
         start = SEGMENT_HEADER_LENGTH
         self.pending = []  # batch members waiting for their commit record (FORMAT.md, "Batches")
         self.settled_end = SEGMENT_HEADER_LENGTH  # where the last record that is not a member ends
@@ -660,7 +723,7 @@ class Reader:
                 if (r.length != w.length or r.key != key or r.seq != w.seq or r.type != w.type
                         or r.flags != w.flags or r.value_length != w.value_length or r.expires_at != w.expires_at):
                     raise Invalid("record at the hinted offset does not match the hint")
-                value = record_value(data, r)
+                value = record_value(data, r, self.dictionaries.get(w.segment))
             except Invalid as error:
                 name = "%010d.cask" % w.segment
                 self.summary["unreadable"].append({"file": name, "offset": w.offset, "key_hex": key.hex(),

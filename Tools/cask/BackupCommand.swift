@@ -42,6 +42,7 @@ struct BackupCommand: Subcommand {
         var segmentsLinked: Int
         var segmentsCopied: Int
         var hintFiles: Int
+        var dictionaryFiles: Int
         var bytesLinked: Int64
         var bytesCopied: Int64
         /// With --verify: what is wrong with the backup (empty: it checked out); absent otherwise.
@@ -62,7 +63,7 @@ struct BackupCommand: Subcommand {
             try output.json(Report(
                 directory: directory, destination: backup.destination, lastSeq: backup.lastSeq, keys: backup.keys,
                 segmentsLinked: backup.segmentsLinked, segmentsCopied: backup.segmentsCopied, hintFiles: backup.hintFiles,
-                bytesLinked: backup.bytesLinked, bytesCopied: backup.bytesCopied, verificationProblems: backup.verificationProblems))
+                dictionaryFiles: backup.dictionaryFiles, bytesLinked: backup.bytesLinked, bytesCopied: backup.bytesCopied, verificationProblems: backup.verificationProblems))
         } else {
             output.line(backup.description)
         }

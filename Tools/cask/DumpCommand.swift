@@ -70,6 +70,7 @@ struct DumpCommand: Subcommand {
         switch item {
         case .segment(let segment):
             return "segment \(segment.id): \(segment.file), \(segment.bytes) bytes, base seq \(segment.baseSeq.map(String.init) ?? "unknown (invalid header)")"
+                + (segment.dictionaryID.map { ", dictionary \($0)" } ?? "")
         case .record(let record):
             var fields = [
                 "\(record.segmentID):\(record.offset)", typeName(record.type), "seq=\(record.seq)",
@@ -101,6 +102,7 @@ struct DumpCommand: Subcommand {
     static func flagNames(_ record: InspectedRecord) -> [String] {
         var names: [String] = []
         if record.isCompressed { names.append("lz4") }
+        if record.usesDictionary { names.append("dictionary") }
         if record.expiresAtMilliseconds != nil { names.append("expires") }
         if record.isBatchMember { names.append("batch") }
         return names
@@ -128,6 +130,7 @@ struct DumpCommand: Subcommand {
         var offset: Int64?
         var bytes: Int64
         var baseSeq: UInt64?
+        var dictionary: UInt32?
         var type: String?
         var seq: UInt64?
         var storedBytes: Int?
@@ -150,6 +153,7 @@ struct DumpCommand: Subcommand {
                 file = segment.file
                 bytes = segment.bytes
                 baseSeq = segment.baseSeq
+                dictionary = segment.dictionaryID
             case .record(let record):
                 kind = "record"
                 segment = record.segmentID

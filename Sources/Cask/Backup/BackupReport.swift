@@ -24,6 +24,8 @@ extension CaskStore {
         public var segmentsCopied = 0
         /// Hint files linked or copied beside their segments.
         public var hintFiles = 0
+        /// Dictionary files written for the segments that name them.
+        public var dictionaryFiles = 0
         /// Bytes of the files linked, and bytes copied.
         public var bytesLinked: Int64 = 0
         public var bytesCopied: Int64 = 0
@@ -37,7 +39,8 @@ extension CaskStore {
         public var description: String {
             var text = "backed up to \(destination): \(keys) key\(keys == 1 ? "" : "s") up to seq \(lastSeq); "
                 + "\(segmentsLinked + segmentsCopied) segment\(segmentsLinked + segmentsCopied == 1 ? "" : "s") "
-                + "(\(segmentsLinked) linked, \(segmentsCopied) copied), \(hintFiles) hint file\(hintFiles == 1 ? "" : "s"); "
+                + "(\(segmentsLinked) linked, \(segmentsCopied) copied), \(hintFiles) hint file\(hintFiles == 1 ? "" : "s")"
+                + (dictionaryFiles == 0 ? "" : ", \(dictionaryFiles) dictionar\(dictionaryFiles == 1 ? "y" : "ies")") + "; "
                 + "\(bytesLinked) bytes linked, \(bytesCopied) bytes copied"
             if let problems = verificationProblems {
                 text += problems.isEmpty ? "\nverified: every record intact, opens clean" : "\n" + problems.joined(separator: "\n")

@@ -93,6 +93,7 @@ struct BackupWriter {
         meter.report(0)
         let temporary = try makeTemporaryDirectory()
         do throws(CaskError) {
+            try placeDictionaries(of: snapshot, in: temporary, report: &report)
             for segment in snapshot.segments {
                 try place(segment, of: snapshot, in: temporary, report: &report, meter: &meter)
             }
@@ -142,6 +143,28 @@ struct BackupWriter {
         made = []
         do { try fileSystem.syncDirectory(CaskStore.parent(of: destination)) } catch {
             throw CaskError.from(error, operation: "sync directory", path: CaskStore.parent(of: destination))
+        }
+    }
+
+    /// Writes the dictionaries the snapshot's segments name into `temporary`, from the store's
+    /// memory (the bytes of their files, checked when they were loaded), each synced. One a segment
+    /// names that could not be loaded is left out: the copy reports it as the store does.
+    private mutating func placeDictionaries(of snapshot: Snapshot, in temporary: String, report: inout CaskStore.BackupReport) throws(CaskError) {
+        var written: Set<UInt32> = []
+        for segment in snapshot.segments {
+            guard let dictionary = segment.file.dictionary.loaded, written.insert(dictionary.id).inserted else { continue }
+            let name = SegmentName.dictionary(UInt64(dictionary.id)), target = temporary + "/" + name
+            let bytes = DictionaryFile.encode(id: dictionary.id, content: dictionary.lz4.content)
+            do throws(Errno) {
+                let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+                made.append(name)
+                try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.descriptor, from: raw, at: 0) }
+                try fileSystem.fdatasync(output.descriptor)
+            } catch {
+                throw CaskError.from(error, operation: "write dictionary", path: target)
+            }
+            report.bytesCopied += Int64(bytes.count)
+            report.dictionaryFiles += 1
         }
     }
 

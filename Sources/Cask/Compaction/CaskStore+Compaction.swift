@@ -48,7 +48,9 @@ extension CaskStore {
     }
 
     func compactor() -> Compactor {
-        Compactor(state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options, observers: observers)
+        Compactor(
+            state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options, observers: observers,
+            dictionaries: dictionaries)
     }
 
     /// After a segment is sealed: compacts in the background if the policy says so.

@@ -30,8 +30,8 @@ extension Compactor {
     /// this one) are looked up exactly, under the shared lock, all of a group's at once. (Under a
     /// shared lock per group of 256, puts waited for it: 0.33–0.44× their rate during a compaction.)
     func copyLive(
-        from input: SegmentFile, dropBelow: UInt64, now: UInt64, outputs: inout [Output], moves: inout [Move],
-        keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
+        from input: SegmentFile, dropBelow: UInt64, now: UInt64, recompression: Recompression, outputs: inout [Output],
+        moves: inout [Move], keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
     ) throws(CaskError) -> DamagedRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
         var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, lockHeld: true, fileSystem: fileSystem)
@@ -71,8 +71,8 @@ extension Compactor {
                 }
             }
             for (record, current) in zip(staged, current) {
-                try judge(record, current: current, staging: staging, dropBelow: dropBelow, now: now,
-                          outputs: &outputs, moves: &moves, keys: &keys, expired: &expired, result: &result)
+                try judge(record, current: current, staging: staging, dropBelow: dropBelow, now: now, input: input,
+                          recompression: recompression, outputs: &outputs, moves: &moves, keys: &keys, expired: &expired, result: &result)
             }
             staged.removeAll(keepingCapacity: true)
             current.removeAll(keepingCapacity: true)
@@ -102,8 +102,9 @@ extension Compactor {
 
     /// Copies one staged record if it is still needed, given `current`, where the index points for its key.
     private func judge(
-        _ record: Staged, current: RecordLocation?, staging: borrowing ByteBuffer, dropBelow: UInt64, now: UInt64,
-        outputs: inout [Output], moves: inout [Move], keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
+        _ record: Staged, current: RecordLocation?, staging: borrowing ByteBuffer, dropBelow: UInt64, now: UInt64, input: SegmentFile,
+        recompression: Recompression, outputs: inout [Output], moves: inout [Move], keys: inout [UInt8], expired: inout [Move],
+        result: inout CaskStore.CompactionResult
     ) throws(CaskError) {
         let header = record.header, location = record.location
         let keep: Bool
@@ -128,18 +129,28 @@ extension Compactor {
             result.recordsDropped += 1
             return
         }
-        let output = try destination(for: header.recordLength, outputs: &outputs)
-        let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(header.recordLength))
+        let recompressed = try staging.withUnsafeBytes { (raw) throws(CaskError) in
+            try recompression.recompress(
+                UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.recordLength)]), header: header, from: input,
+                offset: location.offset)
+        }
+        let length = recompressed ?? header.recordLength
+        let output = try destination(for: length, outputs: &outputs, dictionary: recompression.dictionary)
+        let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(length))
         let start = output.buffer.count
-        staging.withUnsafeBytes { output.buffer.append(UnsafeRawBufferPointer(rebasing: $0[record.start..<(record.start + header.recordLength)])) }
-        if header.flags & RecordFlags.batchMember != 0 {
+        if recompressed != nil {
+            recompression.record.withUnsafeBytes { output.buffer.append($0) }
+        } else {
+            staging.withUnsafeBytes { output.buffer.append(UnsafeRawBufferPointer(rebasing: $0[record.start..<(record.start + header.recordLength)])) }
+        }
+        if recompressed == nil && header.flags & RecordFlags.batchMember != 0 {
             // A committed batch member goes on as an ordinary record (its commit record is not
             // copied): clear the flag and checksum the record again.
             output.buffer.withUnsafeMutableCapacity { space in
                 RecordEncoder.clearBatchMemberFlag(UnsafeMutableRawBufferPointer(rebasing: space[start..<(start + header.recordLength)]))
             }
         }
-        output.length += Int64(header.recordLength)
+        output.length += Int64(length)
         output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
         output.stats.fileBytes = output.length
         if output.buffer.count >= Output.chunk { try flush(output, wholeChunksOnly: true) }
@@ -149,7 +160,7 @@ extension Compactor {
     }
 
     /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
-    private func destination(for length: Int, outputs: inout [Output]) throws(CaskError) -> Output {
+    private func destination(for length: Int, outputs: inout [Output], dictionary: CompressionDictionary?) throws(CaskError) -> Output {
         if let current = outputs.last, current.length == Int64(SegmentHeader.length) || current.length + Int64(length) <= options.maxSegmentSize {
             return current
         }
@@ -163,7 +174,7 @@ extension Compactor {
         do throws(Errno) { fd = try fileSystem.open(temporaryPath, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) } catch {
             throw CaskError.from(error, operation: "create compaction output", path: temporaryPath)
         }
-        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath)
+        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath, dictionary: dictionary)
         outputs.append(output)
         return output
     }

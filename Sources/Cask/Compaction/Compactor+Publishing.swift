@@ -29,7 +29,8 @@ extension Compactor {
     func publish(_ outputs: [Output]) throws(CaskError) {
         for output in outputs {
             try flush(output)
-            let header = SegmentHeader(segmentID: output.id, baseSeq: output.stats.minSeq ?? 1).encoded()
+            let header = SegmentHeader(segmentID: output.id, baseSeq: output.stats.minSeq ?? 1, dictionaryID: output.dictionary?.id ?? 0,
+                dictionaryChecksum: output.dictionary?.checksum ?? 0).encoded()
             do throws(Errno) {
                 try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: 0) }
                 try fileSystem.fdatasync(output.fd)
@@ -61,7 +62,7 @@ extension Compactor {
         outputs.map { output in
             SegmentFile(
                 id: output.id, path: output.path, fd: output.fd, length: output.length, fileSystem: fileSystem,
-                mapLength: options.memoryMapping ? Int(output.length) : 0)
+                mapLength: options.memoryMapping ? Int(output.length) : 0, dictionary: output.dictionary.map { .loaded($0) } ?? .none)
         }
     }
 }

@@ -60,9 +60,15 @@ extension Compactor {
             // First load the group's index lines, outside the writer mutex, so that writes wait
             // for cache hits rather than a miss per move (about 150 ns each).
             state.read { shared in Self.prefetch(moves[range], keyBytes: keyBytes, in: shared.index) }
+            // Records compressed again change length: their entries change under the exclusive lock.
+            let resized = moves[range].contains { $0.isPut && $0.old.length != $0.new.length }
             writer.withLock { _ in
-                let changes = state.read { shared in Self.switchMoves(moves[range], keyBytes: keyBytes, in: shared.index) }
-                state.write { shared in changes.apply(to: &shared.stats) }
+                if resized {
+                    state.write { shared in Self.switchMoves(moves[range], keyBytes: keyBytes, in: shared.index).apply(to: &shared.stats) }
+                } else {
+                    let changes = state.read { shared in Self.switchMoves(moves[range], keyBytes: keyBytes, in: shared.index) }
+                    state.write { shared in changes.apply(to: &shared.stats) }
+                }
             }
         }
     }

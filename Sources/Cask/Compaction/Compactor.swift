@@ -1,8 +1,10 @@
 /// Rewrites sealed segments without their dead records, online: reads and writes go on meanwhile.
 ///
 /// The steps, and why each is safe to interrupt at any instant (FORMAT.md, "Compaction"):
-/// 1. **Copy.** Each input record still live is copied byte for byte (no recompression) into output
-///    segments with fresh ids, written as `NNNNNNNNNN.cask.tmp`. Live means the index points at it.
+/// 1. **Copy.** Each input record still live is copied into output segments with fresh ids, written
+///    as `NNNNNNNNNN.cask.tmp`: byte for byte, except a put that the store's current dictionary
+///    compresses better, or whose dictionary is not the outputs' (``Recompression``), which is
+///    compressed again with its seq, key and expiry unchanged. Live means the index points at it.
 ///    A tombstone, or an expired put, is dropped only when no segment outside the inputs can hold an
 ///    older record of its key (every such segment's lowest seq is higher); otherwise it is copied, so
 ///    no deleted key can come back. A crash here leaves `.tmp` files, which the next open deletes.
@@ -24,10 +26,14 @@ struct Compactor {
     let options: CaskStore.Options
     /// The store's change streams, for the expiry notices of the keys a compaction forgets.
     let observers: ObserverRegistry
+    /// The store's dictionaries: outputs name the current one, and their records are compressed
+    /// against it.
+    let dictionaries: DictionaryCatalog
 
     /// Which sealed segments to compact.
     enum Selection {
-        /// Every sealed segment with dead records (and empty ones).
+        /// Every sealed segment with dead records (and empty ones), and every one whose dictionary
+        /// is not the one the outputs would name (``Recompression``).
         case everythingDead
         /// Segments whose dead share passes ``CaskStore/Options/compactionDeadRatio``, once the store's
         /// dead bytes pass ``CaskStore/Options/compactionMinDeadBytes``.
@@ -62,9 +68,12 @@ struct Compactor {
         var flushed: Int64 = 0
         var buffer = ByteBuffer(capacity: chunk + (64 << 10))
         var stats: SegmentStats
+        /// The dictionary the output's header names and its compressed records use; nil for none.
+        let dictionary: CompressionDictionary?
 
-        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String) {
+        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String, dictionary: CompressionDictionary?) {
             self.id = id
+            self.dictionary = dictionary
             path = directory + "/" + SegmentName.segment(id)
             self.temporaryPath = temporaryPath
             self.fd = fd
@@ -78,6 +87,9 @@ struct Compactor {
     }
 
     // MARK: Selection
+
+    /// The dictionary outputs name: the store's current one, unless dictionaries are off.
+    var outputDictionary: CompressionDictionary? { options.dictionaries.enabled ? dictionaries.current : nil }
 
     /// The inputs, and the seq below which a dropped tombstone cannot shadow anything outside them.
     private func select(_ selection: Selection) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
@@ -94,7 +106,10 @@ struct Compactor {
             let chosen: [SegmentStats]
             switch selection {
             case .everythingDead:
-                chosen = sealed.filter { $0.deadBytes > 0 || $0.records == 0 }
+                let wanted = outputDictionary?.id ?? 0
+                chosen = sealed.filter {
+                    $0.deadBytes > 0 || $0.records == 0 || shared.segments[UInt32($0.id)].map { $0.dictionary.id != wanted } == true
+                }
             case .one(let id):
                 chosen = sealed.filter { $0.id == id && ($0.deadBytes > 0 || $0.records == 0) }
             case .policy:
@@ -202,6 +217,7 @@ struct Compactor {
         result.bytesBefore = inputs.reduce(0) { $0 + $1.writtenLength.load(ordering: .relaxed) }
 
         var outputs: [Output] = []
+        let recompression = Recompression(dictionary: outputDictionary)
         var moves: [Move] = []
         var keys: [UInt8] = []
         var expiredToForget: [Move] = []
@@ -211,8 +227,8 @@ struct Compactor {
             meter.report(0)
             for input in inputs {
                 if let damage = try copyLive(
-                    from: input, dropBelow: dropBelow, now: now, outputs: &outputs, moves: &moves, keys: &keys,
-                    expired: &expiredToForget, result: &result) {
+                    from: input, dropBelow: dropBelow, now: now, recompression: recompression, outputs: &outputs, moves: &moves,
+                    keys: &keys, expired: &expiredToForget, result: &result) {
                     discard(outputs)
                     return .damaged(input, damage)
                 }
@@ -232,6 +248,9 @@ struct Compactor {
         }
         switchIndex(to: files, outputs: outputs, moves: moves, expired: expiredToForget, keys: keys)
         try retire(inputs)
+        // A dictionary that only the inputs named is no longer needed (never the current one).
+        let named = state.read { shared in shared.segments.dictionaryIDs }
+        try? dictionaries.removeUnused(listed: dictionaries.loadedIDs, named: named)
         result.segmentsWritten = outputs.count
         result.bytesAfter = outputs.reduce(0) { $0 + $1.length }
         return .done(result)

@@ -1,8 +1,10 @@
 /// File names in a store directory:
-/// `0000000001.cask` (segment 1), `0000000001.hint` (its hint file), `LOCK`.
+/// `0000000001.cask` (segment 1), `0000000001.hint` (its hint file), `0000000001.dict` (dictionary 1),
+/// `LOCK`.
 package enum SegmentName {
     package static let segmentExtension = ".cask"
     package static let hintExtension = ".hint"
+    package static let dictionaryExtension = ".dict"
     package static let lockFile = "LOCK"
     /// The highest segment id (FORMAT.md, "Limits"): an id must fit the index's 32-bit field, and
     /// `UInt32.max` is kept free.
@@ -10,6 +12,7 @@ package enum SegmentName {
 
     package static func segment(_ id: UInt64) -> String { padded(id) + segmentExtension }
     package static func hint(_ id: UInt64) -> String { padded(id) + hintExtension }
+    package static func dictionary(_ id: UInt64) -> String { padded(id) + dictionaryExtension }
 
     /// The segment id named by a segment file name, or nil for any other file.
     package static func segmentID(fromFileName name: String) -> UInt64? {

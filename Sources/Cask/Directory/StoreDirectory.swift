@@ -37,6 +37,8 @@ package struct StoreDirectory {
     package private(set) var activeSegmentID: UInt64?
     /// Segments (of ``segmentIDs``) that have a hint file.
     package private(set) var hintedIDs: Set<UInt64> = []
+    /// The dictionary files (`NNNNNNNNNN.dict`), by id, ascending.
+    package private(set) var dictionaryIDs: [UInt32] = []
     /// Hint files whose segment is neither present nor retired, by the id in their name.
     package private(set) var orphanHintIDs: [UInt64] = []
     package private(set) var manifest: Manifest?
@@ -53,6 +55,7 @@ package struct StoreDirectory {
     package func file(_ name: String) -> String { path + "/" + name }
     package func segmentPath(_ id: UInt64) -> String { file(SegmentName.segment(id)) }
     package func hintPath(_ id: UInt64) -> String { file(SegmentName.hint(id)) }
+    package func dictionaryPath(_ id: UInt32) -> String { file(SegmentName.dictionary(UInt64(id))) }
 
     /// Lists the store directory at `path`. Throws when it cannot be listed (missing, not a
     /// directory, unreadable); a segment whose header cannot be read is left for its reader to report.
@@ -71,11 +74,12 @@ package struct StoreDirectory {
             guard manifest == nil, attempts < 100 else { break }
             attempts += 1
         }
-        var segments: [UInt64] = [], hints: [UInt64] = []
+        var segments: [UInt64] = [], hints: [UInt64] = [], dictionaries: [UInt32] = []
         for name in names.sorted() {
             switch Self.classify(name) {
             case .segment(let id): segments.append(id)
             case .hint(let id): hints.append(id)
+            case .dictionary(let id): dictionaries.append(UInt32(id))
             case .leftover: leftovers.append(name)
             case .stray(let reason): strays.append(StrayFile(name: name, reason: reason))
             case .manifest, .lock, .other: break
@@ -88,6 +92,7 @@ package struct StoreDirectory {
             segments.removeAll { retired.contains($0) }
         }
         segmentIDs = segments
+        dictionaryIDs = dictionaries.sorted()
         let present = Set(segments), retired = Set(retiredIDs)
         hintedIDs = Set(hints.filter { present.contains($0) })
         orphanHintIDs = hints.filter { !present.contains($0) && !retired.contains($0) }.sorted()
@@ -97,7 +102,7 @@ package struct StoreDirectory {
     // MARK: Names
 
     private enum Name: Equatable {
-        case segment(UInt64), hint(UInt64), manifest, lock, leftover, stray(String), other
+        case segment(UInt64), hint(UInt64), dictionary(UInt64), manifest, lock, leftover, stray(String), other
     }
 
     /// What a file name in a store directory is.
@@ -105,18 +110,22 @@ package struct StoreDirectory {
         if name == CompactionManifest.fileName { return .manifest }
         if name == SegmentName.lockFile { return .lock }
         if name.hasSuffix(".tmp") { return .leftover }
-        for (suffix, isSegment) in [(SegmentName.segmentExtension, true), (SegmentName.hintExtension, false)] where name.hasSuffix(suffix) {
-            let digits = name.dropLast(suffix.count)
+        let kinds: [(suffix: String, what: String, name: (UInt64) -> Name)] = [
+            (SegmentName.segmentExtension, "segment", Name.segment), (SegmentName.hintExtension, "hint file", Name.hint),
+            (SegmentName.dictionaryExtension, "dictionary", Name.dictionary),
+        ]
+        for kind in kinds where name.hasSuffix(kind.suffix) {
+            let digits = name.dropLast(kind.suffix.count)
             guard digits.count == 10, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let id = UInt64(digits) else {
-                return .stray("not a \(isSegment ? "segment" : "hint file") name (ten digits, then \(suffix)); ignored")
+                return .stray("not a \(kind.what) name (ten digits, then \(kind.suffix)); ignored")
             }
             guard id >= 1, id <= SegmentName.maxID else {
-                return .stray("\(isSegment ? "segment" : "hint file") id \(id) is outside 1...\(SegmentName.maxID); ignored")
+                return .stray("\(kind.what) id \(id) is outside 1...\(SegmentName.maxID); ignored")
             }
-            return isSegment ? .segment(id) : .hint(id)
+            return kind.name(id)
         }
-        if name.contains(SegmentName.segmentExtension) || name.contains(SegmentName.hintExtension) {
-            return .stray("not a file of the store (only NNNNNNNNNN.cask and NNNNNNNNNN.hint are); ignored")
+        if name.contains(SegmentName.segmentExtension) || name.contains(SegmentName.hintExtension) || name.contains(SegmentName.dictionaryExtension) {
+            return .stray("not a file of the store (only NNNNNNNNNN.cask, NNNNNNNNNN.hint and NNNNNNNNNN.dict are); ignored")
         }
         return .other
     }

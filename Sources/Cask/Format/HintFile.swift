@@ -254,7 +254,7 @@ package enum HintFile {
         while position < block.count {
             guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
             let flags = block[position + 1]
-            guard flags & ~RecordFlags.known == 0 else { return false }
+            guard flags & ~RecordFlags.known == 0, flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0 else { return false }
             position += 2
             guard let seq = Varint.read(block, at: &position),
                   let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),

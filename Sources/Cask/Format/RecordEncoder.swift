@@ -15,10 +15,12 @@ package final class RecordEncoder {
     package init() {}
 
     /// Appends one complete record (checksum included) to `buffer`; returns its length in bytes.
-    /// The caller has checked the key and value lengths against ``Limits``.
+    /// The caller has checked the key and value lengths against ``Limits``. With a `dictionary` (the
+    /// one the record's segment names), a compressed value is compressed against it and flagged
+    /// ``RecordFlags/dictionary``.
     package func append(
         type: RecordType, seq: UInt64, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-        expiresAt: UInt64?, batchMember: Bool = false, to buffer: inout ByteBuffer
+        expiresAt: UInt64?, batchMember: Bool = false, dictionary: LZ4Dictionary? = nil, to buffer: inout ByteBuffer
     ) -> Int {
         var flags: UInt8 = (expiresAt == nil ? 0 : RecordFlags.expires) | (batchMember ? RecordFlags.batchMember : 0)
         var storedLength = value.count
@@ -27,11 +29,15 @@ package final class RecordEncoder {
             scratch.count = 0
             var compressedLength = 0
             scratch.appendWithUnsafeSpace(allowed) { space in
-                compressedLength = compressor.compress(value, into: space) ?? 0
+                if let dictionary {
+                    compressedLength = compressor.compress(value, into: space, dictionary: dictionary) ?? 0
+                } else {
+                    compressedLength = compressor.compress(value, into: space) ?? 0
+                }
                 return compressedLength
             }
             if compressedLength > 0 {
-                flags |= RecordFlags.lz4
+                flags |= RecordFlags.lz4 | (dictionary == nil ? 0 : RecordFlags.dictionary)
                 storedLength = compressedLength
             }
         }

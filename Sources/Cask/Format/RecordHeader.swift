@@ -3,7 +3,7 @@
 /// ```
 /// u32  crc32c     over every byte after this field, up to the end of the payload
 /// u8   type       1 put, 2 delete, 3 batch commit
-/// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member; other bits zero
+/// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member, bit 3 dictionary (only with lz4); other bits zero
 /// var  seq        sequence number (LEB128)
 /// var  keyLength  1 ... 65,535
 /// var  valueLength  uncompressed value length, 0 ... 256 MiB (0 for delete)
@@ -23,6 +23,8 @@ package struct RecordHeader: Equatable, Sendable {
     package var headerLength: Int
 
     package var isCompressed: Bool { flags & RecordFlags.lz4 != 0 }
+    /// Whether the LZ4 payload needs the segment's dictionary to expand.
+    package var usesDictionary: Bool { flags & RecordFlags.dictionary != 0 }
     /// The whole record: header, key and payload.
     package var recordLength: Int { headerLength + keyLength + storedLength }
 
@@ -65,6 +67,9 @@ package struct RecordHeader: Equatable, Sendable {
         }
         let flags = bytes[5]
         guard flags & ~RecordFlags.known == 0 else { return fail(.malformed("unknown flags 0x\(String(flags, radix: 16))")) }
+        guard flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0 else {
+            return fail(.malformed("dictionary flag without the lz4 flag"))
+        }
         var offset = 6
         guard let seq = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "sequence number")) }
         guard seq >= 1, seq <= Limits.maxSeq else { return fail(.malformed("sequence number \(seq) outside 1...\(Limits.maxSeq)")) }

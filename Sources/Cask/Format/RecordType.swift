@@ -26,5 +26,8 @@ package enum RecordFlags {
     package static let expires: UInt8 = 0x02
     /// The record belongs to the atomic batch committed by the next batch record.
     package static let batchMember: UInt8 = 0x04
-    package static let known: UInt8 = lz4 | expires | batchMember
+    /// With ``lz4``: the LZ4 block refers back into the dictionary its segment's header names
+    /// (``SegmentHeader/dictionaryID``), and expands only with it.
+    package static let dictionary: UInt8 = 0x08
+    package static let known: UInt8 = lz4 | expires | batchMember | dictionary
 }

@@ -253,19 +253,25 @@ package final class KeyIndex {
     }
 
     /// Points `key` at `new` only if it still points at `expected` (compare-and-set), for a record
-    /// that compaction copied whole to `new`: the two locations have the same length.
+    /// that compaction copied to `new`.
     ///
-    /// The one update that may run while readers use the index, under the store's shared lock: it
-    /// stores only the entry's segment-and-offset word, in one piece, and every read of an entry
-    /// loads that word in one piece (``place(ofSlot:)``) and the rest, which this never changes, on
-    /// its own. A reader beside it gets the old location or the new one, never a mix, and both hold
-    /// the same record. The caller must rule out every other update meanwhile (the store holds its
-    /// writer mutex, which all other updates take first). O(1) expected; reads no stored key.
+    /// When the two locations have the same length (a record copied whole), this is the one update
+    /// that may run while locked readers use the index, under the store's shared lock: it stores
+    /// only the entry's segment-and-offset word, in one piece, and every read of an entry loads that
+    /// word in one piece (``place(ofSlot:)``) and the rest, which this never changes, on its own. A
+    /// reader beside it gets the old location or the new one, never a mix, and both hold the same
+    /// record. When the lengths differ (a record compressed again) the length changes too, and the
+    /// caller must hold the exclusive lock; a lock-free probe may then load a mix, which its record
+    /// checks reject. Either way the caller must rule out every other update meanwhile (the store
+    /// holds its writer mutex, which all other updates take first). O(1) expected; reads no stored key.
     @discardableResult
     package func switchLocation(_ key: UnsafeRawBufferPointer, from expected: RecordLocation, to new: RecordLocation) -> Bool {
-        precondition(new.length == expected.length, "a switched record keeps its length")
         guard let slot = find(key, hash: hasher.hash(key), matching: .location(expected)) else { return false }
-        slots.setPlace(slot, Entry.place(of: new))
+        if new.length == expected.length {
+            slots.setPlace(slot, Entry.place(of: new))
+        } else {
+            slots.point(slot, at: new, tombstone: false)
+        }
         return true
     }
 

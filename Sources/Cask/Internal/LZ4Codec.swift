@@ -30,6 +30,49 @@ package final class LZ4Compressor {
             Int32(source.count), Int32(destination.count), 1)
         return written > 0 ? Int(written) : nil
     }
+
+    /// Compresses `source` into `destination` as one LZ4 block that refers back into
+    /// `dictionary`'s content, so that it expands only with the same dictionary
+    /// (``LZ4Decompressor/decompress(_:into:dictionary:)``). Each block is independent of the ones
+    /// before it. Returns the compressed size, or `nil` when it does not fit in `destination`.
+    package func compress(
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: LZ4Dictionary
+    ) -> Int? {
+        guard source.count > 0, destination.count > 0 else { return nil }
+        LZ4_resetStream_fast(stream)
+        cask_lz4_attach_dictionary(stream, dictionary.loadedStream)
+        let written = LZ4_compress_fast_continue(
+            stream,
+            source.baseAddress!.assumingMemoryBound(to: CChar.self),
+            destination.baseAddress!.assumingMemoryBound(to: CChar.self),
+            Int32(source.count), Int32(destination.count), 1)
+        return written > 0 ? Int(written) : nil
+    }
+}
+
+/// A dictionary's content in memory that never moves, and an LZ4 stream state with the content
+/// loaded (`LZ4_loadDict`) that compressors copy. Immutable after init, so it may be shared by
+/// any number of threads; the content stays valid as long as the object lives.
+package final class LZ4Dictionary: @unchecked Sendable {
+    /// The content: at most 64 KiB (LZ4 refers back no further).
+    package let content: UnsafeRawBufferPointer
+    fileprivate let loadedStream: UnsafeMutablePointer<LZ4_stream_t>
+
+    /// Copies `content` (1 ... 65,536 bytes).
+    package init(content source: UnsafeRawBufferPointer) {
+        precondition(source.count > 0 && source.count <= 65_536, "an LZ4 dictionary holds 1 ... 64 KiB")
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 16)
+        copy.copyMemory(from: source)
+        content = UnsafeRawBufferPointer(copy)
+        loadedStream = UnsafeMutablePointer<LZ4_stream_t>.allocate(capacity: 1)
+        LZ4_initStream(loadedStream, MemoryLayout<LZ4_stream_t>.size)
+        LZ4_loadDict(loadedStream, content.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(content.count))
+    }
+
+    deinit {
+        loadedStream.deallocate()
+        content.deallocate()
+    }
 }
 
 package enum LZ4Decompressor {
@@ -43,6 +86,23 @@ package enum LZ4Decompressor {
             dst.assumingMemoryBound(to: CChar.self),
             Int32(source.count), Int32(destination.count))
         // liblz4 takes a match offset of 0, which the block format does not allow (FORMAT.md, "LZ4").
+        return produced == Int32(destination.count) && !LZ4BlockExpander.hasZeroMatchOffset(source)
+    }
+
+    /// Decompresses one LZ4 block compressed against `dictionary`, which must expand to exactly
+    /// `destination.count` bytes. Matches may reach back into the dictionary's content; the same
+    /// rules hold otherwise. Returns `false` for malformed input or a size mismatch; never reads
+    /// or writes out of bounds.
+    package static func decompress(
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: UnsafeRawBufferPointer
+    ) -> Bool {
+        guard let src = source.baseAddress, source.count > 0 else { return destination.count == 0 }
+        guard let dst = destination.baseAddress, let dict = dictionary.baseAddress else { return false }
+        let produced = LZ4_decompress_safe_usingDict(
+            src.assumingMemoryBound(to: CChar.self),
+            dst.assumingMemoryBound(to: CChar.self),
+            Int32(source.count), Int32(destination.count),
+            dict.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
         return produced == Int32(destination.count) && !LZ4BlockExpander.hasZeroMatchOffset(source)
     }
 }

@@ -27,7 +27,9 @@ extension CaskStore {
             let outcome = try SegmentReader.read(
                 segment: id, of: listing, fileSystem: fileSystem,
                 onOpen: { length, header in
-                    visit(.segment(InspectedSegment(id: id, file: path, bytes: length, baseSeq: header?.baseSeq)))
+                    visit(.segment(InspectedSegment(
+                        id: id, file: path, bytes: length, baseSeq: header?.baseSeq,
+                        dictionaryID: header.flatMap { $0.dictionaryID == 0 ? nil : $0.dictionaryID })))
                 },
                 onRecord: { offset, header, bytes in
                     let key = Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)])
@@ -39,8 +41,8 @@ extension CaskStore {
                     visit(.record(InspectedRecord(
                         segmentID: id, offset: offset, bytes: header.recordLength, type: header.type, seq: header.seq, key: key,
                         valueBytes: header.valueLength, storedBytes: header.storedLength, isCompressed: header.isCompressed,
-                        isBatchMember: header.flags & RecordFlags.batchMember != 0, expiresAtMilliseconds: header.expiresAt,
-                        committedSeqs: committed)))
+                        usesDictionary: header.usesDictionary, isBatchMember: header.flags & RecordFlags.batchMember != 0,
+                        expiresAtMilliseconds: header.expiresAt, committedSeqs: committed)))
                 },
                 onDamage: { damage in
                     visit(.damage(damage))

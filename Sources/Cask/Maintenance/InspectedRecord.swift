@@ -7,6 +7,8 @@ public struct InspectedSegment: Sendable, Equatable {
     public var bytes: Int64
     /// The header's base sequence number, or nil when the header is invalid (reported as damage).
     public var baseSeq: UInt64?
+    /// The dictionary the header names (a version 2 segment), nil for none.
+    public var dictionaryID: UInt32?
 }
 
 /// One valid record as it is on disk (FORMAT.md, "Records"), without its value.
@@ -26,6 +28,8 @@ public struct InspectedRecord: Sendable, Equatable {
     public var storedBytes: Int
     /// Whether the payload is an LZ4 block.
     public var isCompressed: Bool
+    /// Whether that block was compressed against the segment's dictionary.
+    public var usesDictionary = false
     /// Whether the record belongs to the atomic batch committed by a later batch-commit record.
     public var isBatchMember: Bool
     /// The expiry time (milliseconds since 1970-01-01 UTC) of a put that has one.

@@ -92,7 +92,8 @@ extension StoreRepair {
         var headerProblem: String?
         switch segment.header {
         case .success(let decoded):
-            header = SegmentHeader(segmentID: segment.id, baseSeq: decoded.baseSeq)
+            header = SegmentHeader(segmentID: segment.id, baseSeq: decoded.baseSeq, dictionaryID: decoded.dictionaryID,
+                dictionaryChecksum: decoded.dictionaryChecksum)
             if decoded.segmentID != segment.id {
                 headerProblem = "its header names segment \(decoded.segmentID)"
             }

@@ -60,12 +60,14 @@ extension StoreRepair {
         let segmentPath = listing.segmentPath(id)
         var analysis = SegmentAnalysis(id: id, path: segmentPath, length: 0, header: .failure(.tooShort), hasHint: listing.hintedIDs.contains(id))
         var records: [ScannedRecord] = []
+        var dictionary = SegmentDictionary.none
         let start = meter.done
         let read = try SegmentReader.read(
             segment: id, of: listing, lockHeld: lockHeld, fileSystem: fileSystem,
             onOpen: { length, header in
                 analysis.length = length
                 if let header { analysis.header = .success(header) }
+                dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
             },
             onRecord: { offset, header, bytes in
                 let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
@@ -73,7 +75,7 @@ extension StoreRepair {
                     offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
                     valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
                     batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
-                    payloadProblem: StoreVerifier.payloadProblem(header, bytes)))
+                    payloadProblem: StoreVerifier.payloadProblem(header, bytes, dictionary: dictionary)))
                 meter.advance(to: start + offset + Int64(header.recordLength))
             })
         guard let outcome = read else {

@@ -61,10 +61,13 @@ extension CaskStore {
 package struct StoreRepair {
     let directory: String
     let fileSystem: any FileSystem
+    /// The dictionaries segments name, each loaded once.
+    let dictionaries: DictionaryCatalog
 
     package init(directory: String, fileSystem: any FileSystem) {
         self.directory = directory
         self.fileSystem = fileSystem
+        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
     }
 
     package func run(

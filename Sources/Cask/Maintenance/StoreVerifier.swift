@@ -33,10 +33,13 @@ extension CaskStore {
 package struct StoreVerifier {
     let directory: String
     let fileSystem: any FileSystem
+    /// The dictionaries segments name, each loaded once.
+    let dictionaries: DictionaryCatalog
 
     package init(directory: String, fileSystem: any FileSystem) {
         self.directory = directory
         self.fileSystem = fileSystem
+        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
     }
 
     package func run(progress: ((CaskStore.Progress) -> Void)? = nil) throws(CaskError) -> VerificationReport {
@@ -87,10 +90,12 @@ package struct StoreVerifier {
         // The hint, read in full before the records so that they can be checked against it as they come.
         var hint: HintCheck?
         var invalidHint: InvalidHint?
+        var dictionary = SegmentDictionary.none
         let read = try SegmentReader.read(
             segment: id, of: listing, fileSystem: fileSystem,
-            onOpen: { length, _ in
+            onOpen: { length, header in
                 segment.bytes = length
+                dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
                 guard listing.hintedIDs.contains(id) else { return }
                 switch SegmentReader.readHint(of: id, segmentLength: length, at: hintPath, fileSystem: fileSystem) {
                 case .read(let bytes):
@@ -105,7 +110,7 @@ package struct StoreVerifier {
             },
             onRecord: { offset, header, bytes in
                 segment.records += 1
-                if let reason = Self.payloadProblem(header, bytes) {
+                if let reason = Self.payloadProblem(header, bytes, dictionary: dictionary) {
                     damage.append(DamagedRange(
                         kind: .record, file: segmentPath, segmentID: id, offset: offset, length: Int64(header.recordLength), reason: reason))
                 }
@@ -134,11 +139,10 @@ package struct StoreVerifier {
     }
 
     /// Why a record that passed its checksum still cannot be read, or nil when it can.
-    static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer) -> String? {
+    static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer, dictionary: SegmentDictionary) -> String? {
         guard header.isCompressed else { return nil }
         let start = header.headerLength + header.keyLength
         let payload = UnsafeRawBufferPointer(rebasing: record[start..<(start + header.storedLength)])
-        let expands = withScratchBytes(header.valueLength) { LZ4Decompressor.decompress(payload, into: $0) }
-        return expands ? nil : "LZ4 payload does not expand to \(header.valueLength) bytes"
+        return withScratchBytes(header.valueLength) { CaskStore.payloadProblem(header, payload: payload, dictionary: dictionary, into: $0) }
     }
 }

@@ -28,6 +28,8 @@ package struct StoreRecovery {
         /// Set when a hint turned out inconsistent after part of it was applied.
         var inconsistentHint: UInt64?
         package var report = RecoveryReport()
+        /// The dictionary files the listing found, by id.
+        package var dictionaryFiles: [UInt32] = []
     }
 
     let directory: String
@@ -39,11 +41,14 @@ package struct StoreRecovery {
     let mapWrites: Bool
     /// ...and in 2 MiB folios (``StoreWriter/hugePageReservationStep``).
     let hugePages: Bool
+    /// Where the segments' dictionaries are loaded (each once).
+    let dictionaries: DictionaryCatalog
 
     package init(
         directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool, mapWrites: Bool = false,
-        hugePages: Bool = false
+        hugePages: Bool = false, dictionaries: DictionaryCatalog
     ) {
+        self.dictionaries = dictionaries
         self.directory = directory
         self.fileSystem = fileSystem
         self.writable = writable
@@ -97,6 +102,8 @@ package struct StoreRecovery {
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
             result.report.ignoredFiles = listing.ignoredFiles
+            result.dictionaryFiles = listing.dictionaryIDs
+            dictionaries.noteListed(listing.dictionaryIDs)
             if let manifestProblem { result.report.damagedRanges.append(manifestProblem) }
             result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
             result.index.beginRecovery()
@@ -165,11 +172,12 @@ package struct StoreRecovery {
         }
         // The file object owns the descriptor from here, and closes it.
         let fd = opened.take()
+        let dictionary = dictionaries.dictionary(ofSegment: fd, path: segmentPath)
         // The active segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
         let file = SegmentFile(
             id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
-            writable: keepOpenForWriting && mapWrites, hugePages: hugePages)
+            writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary)
         var stats = SegmentStats(id: id)
         stats.sealed = !isActive
 

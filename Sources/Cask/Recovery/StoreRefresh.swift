@@ -17,6 +17,8 @@ struct StoreRefresh {
     let directory: String
     let fileSystem: any FileSystem
     let mapReads: Bool
+    /// Where the new segments' dictionaries are loaded.
+    let dictionaries: DictionaryCatalog
 
     /// One record to apply: a put, a delete, or a batch's commit record (counted, not indexed).
     struct Record {
@@ -75,9 +77,10 @@ struct StoreRefresh {
                 throw CaskError.io(operation: "fstat", path: segmentPath, errno: error)
             }
             let fd = opened.take()
+            let dictionary = dictionaries.dictionary(ofSegment: fd, path: segmentPath)
             let file = SegmentFile(
                 id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapReads ? Int(length) : 0,
-                writable: false, hugePages: false)
+                writable: false, hugePages: false, dictionary: dictionary)
             var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false, fileSystem: fileSystem)
             let (_, headerDamage) = try reader.readHeader()
             // Being created: its header is not all written yet. The next refresh reads it.

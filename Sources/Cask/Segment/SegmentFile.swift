@@ -33,6 +33,9 @@ package final class SegmentFile: @unchecked Sendable {
     /// writable mapping): `pread` can serve them.
     /// Bytes past this are still in the writer's buffer.
     package let writtenLength: Atomic<Int64>
+    /// The dictionary the segment's header names, which its records flagged
+    /// ``RecordFlags/dictionary`` expand with (and the writer compresses with, in the active segment).
+    package let dictionary: SegmentDictionary
 
     /// `mapLength`: bytes to map (0 for none); a failed mapping falls back to `pread`. `writable`:
     /// map for writing too (`fd` must be open for reading and writing); if that fails the mapping
@@ -40,9 +43,10 @@ package final class SegmentFile: @unchecked Sendable {
     /// mapping (see ``StoreWriter``).
     package init(
         id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false,
-        hugePages: Bool = false
+        hugePages: Bool = false, dictionary: SegmentDictionary = .none
     ) {
         self.id = id
+        self.dictionary = dictionary
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem

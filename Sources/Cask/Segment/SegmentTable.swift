@@ -71,6 +71,13 @@ package final class SegmentTable {
     /// the bytes stay valid only while the caller holds the lock or stays inside.
     @inline(__always)
     package func writtenMappedBytes(_ location: RecordLocation) -> UnsafeRawBufferPointer? {
+        writtenMappedRecord(location)?.bytes
+    }
+
+    /// ``writtenMappedBytes(_:)``, and the content of the dictionary the segment's header names
+    /// (nil when it names none, or names one that could not be loaded), valid as long as the bytes.
+    @inline(__always)
+    package func writtenMappedRecord(_ location: RecordLocation) -> (bytes: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer?)? {
         let list = ExtentList(published.load(ordering: .sequentiallyConsistent))
         guard location.segmentID >= list.base else { return nil }
         let position = Int(location.segmentID &- list.base)  // Safe: the id is at least `base`.
@@ -79,7 +86,7 @@ package final class SegmentTable {
         guard let start = ExtentList.start(of: extent),
               Int64(location.offset) + Int64(location.length) <= ExtentList.readableLength(of: extent)
         else { return nil }
-        return UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length))
+        return (UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length)), ExtentList.dictionary(of: extent))
     }
 
     /// Records that segment `id` has `length` bytes written (handed to the OS), so that
@@ -99,6 +106,9 @@ package final class SegmentTable {
 
     /// Whether the table holds no file.
     package var isEmpty: Bool { files.isEmpty }
+
+    /// The ids of the dictionaries the files' headers name (0 for those that name none).
+    package var dictionaryIDs: Set<UInt32> { Set(files.compactMap { $0?.dictionary.id }) }
 
     /// Removes every file, once no reader can be reading their mappings.
     package func removeAll() {
@@ -168,6 +178,9 @@ struct MappedExtent {
     /// Bytes from the start known to be written and mapped (at most `mappedLength`). Once
     /// published, stored and loaded only atomically (``ExtentList/readableLength(of:)``).
     var readableLength: Int64 = 0
+    /// The content of the segment's dictionary, owned by the file's ``SegmentFile/dictionary`` (which
+    /// outlives every reader of the extent, as the mapping does); nil for none.
+    var dictionary: UnsafeRawBufferPointer?
 
     init() {}
 
@@ -176,6 +189,7 @@ struct MappedExtent {
         start = mapping
         mappedLength = Int64(file.mappedLength)
         readableLength = min(file.writtenLength.load(ordering: .acquiring), mappedLength)
+        dictionary = file.dictionary.loaded?.lz4.content
     }
 }
 
@@ -209,6 +223,7 @@ private struct ExtentList {
     private static let startOffset = MemoryLayout<MappedExtent>.offset(of: \.start)!
     private static let mappedOffset = MemoryLayout<MappedExtent>.offset(of: \.mappedLength)!
     private static let readableOffset = MemoryLayout<MappedExtent>.offset(of: \.readableLength)!
+    private static let dictionaryOffset = MemoryLayout<MappedExtent>.offset(of: \.dictionary)!
 
     // Each field on its own, never the extent whole: readers load the written length while the
     // writer stores it.
@@ -221,6 +236,12 @@ private struct ExtentList {
     @inline(__always)
     static func mappedLength(of extent: UnsafeMutablePointer<MappedExtent>) -> Int64 {
         UnsafeRawPointer(extent).load(fromByteOffset: mappedOffset, as: Int64.self)
+    }
+
+    /// Never changes once published.
+    @inline(__always)
+    static func dictionary(of extent: UnsafeMutablePointer<MappedExtent>) -> UnsafeRawBufferPointer? {
+        UnsafeRawPointer(extent).load(fromByteOffset: dictionaryOffset, as: UnsafeRawBufferPointer?.self)
     }
 
     /// The extent's written length, loaded after the writer's stores of the bytes it covers.

@@ -87,7 +87,7 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .corruptRecord(let path, let offset, let reason):
             "corrupt record in \(path) at offset \(offset): \(reason)"
         case .unsupportedFormat(let path, let version):
-            "\(path) has format version \(version), which this Cask (format 1) cannot read"
+            "\(path) has format version \(version), which this Cask (formats 1 and 2) cannot read"
         case .corruptFile(let path, let reason):
             "\(path) is not a valid Cask file: \(reason)"
         case .objectEncodingFailed(let key, let type, let codingPath, let reason):

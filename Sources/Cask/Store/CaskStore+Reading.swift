@@ -160,6 +160,7 @@ extension CaskStore {
         key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState, expiresAt: inout UInt64?
     ) -> QuickRead {
         var valid: ValidRecord?
+        var dictionary: UnsafeRawBufferPointer?
         // The entries on the key's path whose hash bits match, in order: the first is the key's
         // own but for about 1% of gets, whose first is another key's.
         for candidate in 0..<Self.quickCandidates {
@@ -172,7 +173,8 @@ extension CaskStore {
             case .unsure: return .fallBack
             case .location(let found): location = found
             }
-            guard let record = shared.segments.writtenMappedBytes(location) else { return .fallBack }
+            guard let (record, segmentDictionary) = shared.segments.writtenMappedRecord(location) else { return .fallBack }
+            dictionary = segmentDictionary
             SegmentFile.prefetch(record: record)
             switch Self.checkRecord(record, key: key, explaining: false) {
             case .valid(let checked): valid = checked
@@ -186,7 +188,13 @@ extension CaskStore {
         let header = valid.header
         guard header.valueLength <= buffer.count else { return .tooLarge(length: header.valueLength) }
         expiresAt = header.expiresAt
-        if header.isCompressed {
+        if header.usesDictionary {
+            // A dictionary that could not be loaded: the locked path reports it.
+            guard let dictionary,
+                  LZ4BlockExpander.expand(
+                    valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]), dictionary: dictionary)
+            else { return .fallBack }
+        } else if header.isCompressed {
             guard LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
             else { return .fallBack }
         } else {
@@ -354,11 +362,31 @@ extension CaskStore {
 
     /// Decompresses the payload of a valid compressed record into `destination`, which holds
     /// exactly `header.valueLength` bytes.
+    /// A record flagged ``RecordFlags/dictionary`` expands with its segment's dictionary; when that
+    /// is missing or damaged, the read fails naming it.
     static func expand(_ record: ValidRecord, into destination: UnsafeMutableRawBufferPointer, file: SegmentFile, offset: UInt32) throws(CaskError) {
-        guard LZ4Decompressor.decompress(record.payload, into: destination) else {
-            throw CaskError.corruptRecord(
-                path: file.path, offset: Int64(offset), reason: "LZ4 payload does not expand to \(record.header.valueLength) bytes")
+        if let problem = payloadProblem(record.header, payload: record.payload, dictionary: file.dictionary, into: destination) {
+            throw CaskError.corruptRecord(path: file.path, offset: Int64(offset), reason: problem)
         }
+    }
+
+    /// Expands a compressed payload into `destination` (exactly `header.valueLength` bytes), and
+    /// says why it cannot be, if it cannot: rule 5 of FORMAT.md's "Validation". Every reader of
+    /// values goes through here: gets, iteration, `verify`, repair and compaction.
+    static func payloadProblem(
+        _ header: RecordHeader, payload: UnsafeRawBufferPointer, dictionary: SegmentDictionary, into destination: UnsafeMutableRawBufferPointer
+    ) -> String? {
+        if header.usesDictionary {
+            guard case .loaded(let loaded) = dictionary else { return dictionary.problem }
+            guard LZ4Decompressor.decompress(payload, into: destination, dictionary: loaded.lz4.content) else {
+                return "LZ4 payload does not expand to \(header.valueLength) bytes with dictionary \(loaded.id)"
+            }
+            return nil
+        }
+        guard LZ4Decompressor.decompress(payload, into: destination) else {
+            return "LZ4 payload does not expand to \(header.valueLength) bytes"
+        }
+        return nil
     }
 
     /// Calls `body` with the value of a valid record: its payload, or the payload expanded into a

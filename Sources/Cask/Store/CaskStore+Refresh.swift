@@ -44,7 +44,7 @@ extension CaskStore {
                 }
                 return (files, shared.stats.segments.compactMap(\.maxSeq).max() ?? 0)
             }
-            let refresh = StoreRefresh(directory: directory, fileSystem: fileSystem, mapReads: options.memoryMapping)
+            let refresh = StoreRefresh(directory: directory, fileSystem: fileSystem, mapReads: options.memoryMapping, dictionaries: dictionaries)
             switch try refresh.plan(known: known, ends: ends, maxSeq: maxSeq) {
             case .plan(let plan):
                 let result = try apply(plan)
@@ -53,7 +53,7 @@ extension CaskStore {
             case .reload(let reason):
                 let fresh = try StoreRecovery(
                     directory: directory, fileSystem: fileSystem, writable: false, maxSegmentSize: options.maxSegmentSize,
-                    mapReads: options.memoryMapping
+                    mapReads: options.memoryMapping, dictionaries: dictionaries
                 ).run()
                 var result = try reload(from: fresh)
                 result.reloadReason = reason

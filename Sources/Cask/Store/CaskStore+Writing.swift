@@ -171,21 +171,29 @@ extension CaskStore {
             if records.isNoOp(in: state) { return nil }
             let isBatch = records.isBatch
             try w.checkSequenceNumbersLeft(records.count + (isBatch ? 1 : 0), directory: directory)
+            if (w.dictionaryForNewSegments?.id ?? 0) != w.active.dictionary.id, !w.dictionarySealFailed {
+                // A new dictionary (or none, dictionaries being off): seal the active segment so
+                // that the next one names it. If that fails the writer goes on in this one; the
+                // segment's natural seal retries.
+                do throws(CaskError) { try rotate(&w) } catch { w.dictionarySealFailed = true }
+            }
             if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
                 try rotate(&w)
             }
             let bufferStart = w.buffer.count, segmentEnd = w.end
             let firstSeq = w.nextSeq
             let segmentID = UInt32(w.active.id)
+            let dictionary = w.activeDictionary
             // A batch's locations go in `w.locations`; a put's or delete's is `single`.
             var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
             if isBatch { w.locations.removeAll(keepingCapacity: true) }
             records.forEach { position, type, key, value, expiresAt in
                 // The index's misses then overlap the compression and the write.
                 if !isBatch { w.index.prefetch(key) }
+                if type == .put && w.sampler != nil { w.sampler!.add(value) }
                 let length = w.encoder.append(
                     type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
-                    to: &w.buffer)
+                    dictionary: dictionary, to: &w.buffer)
                 single = RecordLocation(segmentID: segmentID, offset: UInt32(w.end), length: UInt32(length))
                 if isBatch { w.locations.append(single) }
                 w.end += Int64(length)
@@ -240,6 +248,7 @@ extension CaskStore {
                     location: isBatch ? w.locations[position] : single)
             }
             if options.automaticCompaction && options.idleCompactionDelay > 0 { watchForCompaction(&w, appending: w.end - segmentEnd) }
+            if w.sampler?.isFull == true { startTraining(&w) }
             return SyncPosition(segmentID: w.active.id, offset: w.end)
         }
     }

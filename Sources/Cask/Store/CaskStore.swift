@@ -46,6 +46,8 @@ public final class CaskStore: Sendable {
     let objects: ObjectSupport
     /// A read-only store: where `refresh()` reads each segment on from. Held for a whole refresh.
     let refreshEnds: Lock<[UInt64: Int64]>
+    /// The dictionaries the store's segments name, and the one new records are compressed with.
+    let dictionaries: DictionaryCatalog
 
     /// What readers and writers share, reached only through `state`'s lock (hence the unchecked
     /// exclusivity: the lock already rules out overlapping access).
@@ -137,9 +139,12 @@ public final class CaskStore: Sendable {
         }
         writesThroughMapping = options.writesThroughMapping(in: directory)
 
+        let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
+        self.dictionaries = dictionaries
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
-            mapReads: options.memoryMapping, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments
+            mapReads: options.memoryMapping, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments,
+            dictionaries: dictionaries
         ).run()
         recoveryReport = recovered.report
         refreshEnds = Lock(options.readOnly ? recovered.contentEnds : [:])
@@ -147,23 +152,32 @@ public final class CaskStore: Sendable {
         if options.readOnly {
             writer = nil
         } else {
+            // The newest dictionary is the current one; those no segment names are deleted.
+            if options.dictionaries.enabled { dictionaries.chooseCurrent(among: recovered.dictionaryFiles) }
+            try dictionaries.removeUnused(listed: recovered.dictionaryFiles, named: Set(recovered.segments.values.map(\.dictionary.id)))
+            let current = options.dictionaries.enabled ? dictionaries.current : nil
             let active: SegmentFile
             if let recoveredActive = recovered.active {
                 active = recoveredActive
             } else {
                 active = try StoreWriter.createSegment(
                     id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
-                    mapLength: options.segmentMapLength, writable: writesThroughMapping, hugePages: options.hugePageSegments)
+                    mapLength: options.segmentMapLength, writable: writesThroughMapping, hugePages: options.hugePageSegments,
+                    dictionary: current)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)
                 stats.fileBytes = Int64(SegmentHeader.length)
                 recovered.stats[active.id] = stats
             }
-            let newWriter = StoreWriter(
+            var newWriter = StoreWriter(
                 active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
                 nextSegmentID: recovered.nextSegmentID, options: options, mapsNewSegments: writesThroughMapping, fileSystem: fileSystem,
                 directory: directory, index: recovered.index)
+            newWriter.dictionaryForNewSegments = current
+            if options.dictionaries.enabled && current == nil {
+                newWriter.sampler = DictionarySampler(target: options.dictionaries.trainingSampleBytes)
+            }
             writer = Lock(newWriter)
         }
         let segments = SegmentTable()

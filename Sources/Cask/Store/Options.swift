@@ -38,6 +38,9 @@ extension CaskStore {
         /// How the object API (`set(_:forKey:)`, `get(_:forKey:)`, typed keys) codes and caches
         /// values: the default coder and the decoded-object cache. Default: binary, no cache.
         public var objects = ObjectOptions()
+        /// Whether records are compressed against a dictionary trained from the store's own values,
+        /// and when it is trained. Default: trained after 4 MiB of values.
+        public var dictionaries = DictionaryOptions()
         /// The file system seam; tests inject faults through it.
         package var fileSystem: any FileSystem = PosixFileSystem()
 

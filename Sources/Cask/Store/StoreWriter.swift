@@ -33,6 +33,16 @@ package struct StoreWriter: ~Copyable {
     package var closed = false
     /// When to compact a store small enough never to seal a segment (``CompactionWatch``).
     var compactionWatch = CompactionWatch()
+    /// The active segment's dictionary, which its new records are compressed against.
+    package private(set) var activeDictionary: LZ4Dictionary?
+    /// The dictionary new segments name (the store's current one), nil for none: when it is not
+    /// the active segment's, the next write seals the active segment first.
+    package var dictionaryForNewSegments: CompressionDictionary?
+    /// Collects values to train the store's first dictionary from; nil once training started, or
+    /// when the store has a dictionary or does not train one.
+    package var sampler: DictionarySampler?
+    /// Set when sealing the active segment for a new dictionary failed: not retried at every write.
+    package var dictionarySealFailed = false
 
     let fileSystem: any FileSystem
     let directory: String
@@ -53,6 +63,7 @@ package struct StoreWriter: ~Copyable {
         self.options = options
         self.mapsNewSegments = mapsNewSegments
         self.active = active
+        activeDictionary = active.dictionary.loaded?.lz4
         writesThroughMapping = active.isWritable
         self.index = index
         end = length
@@ -209,7 +220,8 @@ package struct StoreWriter: ~Copyable {
         }
         let next = try Self.createSegment(
             id: nextSegmentID, baseSeq: nextSeq, directory: directory, fileSystem: fileSystem,
-            mapLength: options.segmentMapLength, writable: mapsNewSegments, hugePages: options.hugePageSegments && !syncedTooOften)
+            mapLength: options.segmentMapLength, writable: mapsNewSegments, hugePages: options.hugePageSegments && !syncedTooOften,
+            dictionary: dictionaryForNewSegments)
         // Only now: if the next segment could not be created, the writer goes on in this one.
         sealed.endMappedWrites()
         nextSegmentID += 1
@@ -230,6 +242,7 @@ package struct StoreWriter: ~Copyable {
     /// Makes `next` the active segment, whose length is `length`.
     package mutating func start(_ next: SegmentFile, length: Int64) {
         active = next
+        activeDictionary = next.dictionary.loaded?.lz4
         end = length
         flushed = length
         reserved = 0
@@ -237,6 +250,7 @@ package struct StoreWriter: ~Copyable {
         syncsInSegment = 0
         lastSyncedEnd = length
         syncSealFailed = false
+        dictionarySealFailed = false
     }
 
     /// Creates segment `id` with its header and makes its directory entry durable.
@@ -244,7 +258,8 @@ package struct StoreWriter: ~Copyable {
     /// `writable`: map them for the writer's stores too (``flush(bufferLimit:)``); `hugePages`: in
     /// 2 MiB folios (``hugePageReservationStep``).
     package static func createSegment(
-        id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int, writable: Bool, hugePages: Bool
+        id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int, writable: Bool, hugePages: Bool,
+        dictionary: CompressionDictionary? = nil
     ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
         guard id < UInt64(UInt32.max) else {
@@ -253,7 +268,8 @@ package struct StoreWriter: ~Copyable {
         }
         // Once every seq is used the next is `maxSeq + 1`, which no header may hold; no record can
         // follow it either, so `maxSeq` is as true a base.
-        let header = SegmentHeader(segmentID: id, baseSeq: min(baseSeq, Limits.maxSeq)).encoded()
+        let header = SegmentHeader(segmentID: id, baseSeq: min(baseSeq, Limits.maxSeq), dictionaryID: dictionary?.id ?? 0,
+            dictionaryChecksum: dictionary?.checksum ?? 0).encoded()
         let fd: Int32
         do {
             fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
@@ -273,7 +289,7 @@ package struct StoreWriter: ~Copyable {
         }
         return SegmentFile(
             id: id, path: path, fd: fd, length: Int64(header.count), fileSystem: fileSystem, mapLength: mapLength, writable: writable,
-            hugePages: hugePages)
+            hugePages: hugePages, dictionary: dictionary.map { .loaded($0) } ?? .none)
     }
 }
 

@@ -32,6 +32,7 @@ struct EngineSuite<E: Engine> {
                 try fillRandomAndFollowers(mode: mode)
             }
         }
+        if wanted("objects_disk", "objects_disk_nodict") { try objectsDisk() }
         if E.self == CaskEngine.self && wanted("compact", "compact_put") { try compaction() }
         if E.self == CaskEngine.self && wanted("backup") { try backups() }
     }

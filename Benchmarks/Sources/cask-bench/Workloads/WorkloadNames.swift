@@ -7,6 +7,9 @@ enum WorkloadName {
         // The ordered index (issue 21): listings of one prefix's 1,000 keys (keys only, and with
         // values), and put latency while another thread lists prefixes.
         "scanprefix", "scan_put",
+        // Dictionaries (issue 25): num encoded profiles stored as the same bytes in every engine;
+        // the bytes on disk.
+        "objects_disk",
     ]
     /// Cask's own figures (`open_nohints`; `open` also reports index bytes per key;
     /// `fillsync_paired` runs with `fillsync`: Cask and the raw reference alternating in one process).
@@ -17,7 +20,7 @@ enum WorkloadName {
     /// late a probe task's 1 ms sleeps wake meanwhile. `backup`: `CaskStore.backup(to:)` of a store of
     /// num ÷ 4 incompressible 4 KiB values (1 GiB at the default num), on its own file system and on
     /// tmpfs, with `mdb_copy` of the same entries and `cp -r` of the same files timed beside it.
-    static let caskOnly = ["open_nohints", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking", "compact", "compact_put", "backup"]
+    static let caskOnly = ["objects_disk_nodict", "open_nohints", "fillsync_paired", "fillsync_tasks", "fillsync_tasks_blocking", "compact", "compact_put", "backup"]
     /// Allocations per put and per get on the calling thread (a deterministic count).
     static let allocations = ["allocs_put", "allocs_get"]
     /// Codable values (issue 4, ``ObjectsSuite``): encode + store and read + decode of a user profile

@@ -1,0 +1,61 @@
+/// What compaction does to the compression of the puts it copies: the one place a record is not
+/// copied byte for byte (FORMAT.md, "Compaction").
+///
+/// The outputs name the store's current dictionary (none when it has none, or dictionaries are
+/// off). A put is compressed again, with its seq, key and expiry unchanged, when
+/// - it was compressed against a dictionary that is not the outputs' (it must be: a segment names
+///   one dictionary), or
+/// - the outputs have a dictionary, the put does not use one, and it is at least 32 bytes: it is
+///   kept as it is unless the new record is smaller.
+///
+/// Owned by one compaction (not thread-safe): it reuses one encoder and its buffers.
+final class Recompression {
+    let dictionary: CompressionDictionary?
+    private let encoder = RecordEncoder()
+    /// The last record ``recompress(_:header:from:offset:)`` made.
+    private(set) var record = ByteBuffer(capacity: 4096)
+    private var value = ByteBuffer(capacity: 4096)
+
+    init(dictionary: CompressionDictionary?) {
+        self.dictionary = dictionary
+    }
+
+    /// Compresses the record `bytes` (a whole valid record of `input`, at `offset`) again into
+    /// ``record`` and returns its length, or nil when the record is to be copied as it is. Throws
+    /// when its payload cannot be expanded (damage, or a dictionary that cannot be loaded): the
+    /// compaction then stops and changes nothing.
+    func recompress(_ bytes: UnsafeRawBufferPointer, header: RecordHeader, from input: SegmentFile, offset: UInt32) throws(CaskError) -> Int? {
+        guard header.type == .put else { return nil }
+        let outputDictionary = dictionary?.id ?? 0
+        let mustChange = header.usesDictionary && input.dictionary.id != outputDictionary
+        let mayGain = outputDictionary != 0 && !header.usesDictionary && header.valueLength >= RecordEncoder.minimumCompressibleLength
+        guard mustChange || mayGain else { return nil }
+        let keyStart = header.headerLength, payloadStart = keyStart + header.keyLength
+        let key = UnsafeRawBufferPointer(rebasing: bytes[keyStart..<payloadStart])
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + header.storedLength)])
+        record.count = 0
+        let length: Int
+        if header.isCompressed {
+            let valueLength = header.valueLength
+            value.count = 0
+            value.reserve(valueLength)
+            var problem: String?
+            value.withUnsafeMutableCapacity { space in
+                problem = CaskStore.payloadProblem(
+                    header, payload: payload, dictionary: input.dictionary, into: UnsafeMutableRawBufferPointer(rebasing: space[0..<valueLength]))
+            }
+            if let problem { throw CaskError.corruptRecord(path: input.path, offset: Int64(offset), reason: problem) }
+            value.count = valueLength
+            length = value.withUnsafeBytes { expanded in
+                encoder.append(
+                    type: .put, seq: header.seq, key: key, value: expanded, expiresAt: header.expiresAt, dictionary: dictionary?.lz4,
+                    to: &record)
+            }
+        } else {
+            length = encoder.append(
+                type: .put, seq: header.seq, key: key, value: payload, expiresAt: header.expiresAt, dictionary: dictionary?.lz4, to: &record)
+        }
+        if value.capacity > 1 << 20 { value.reset(shrinkingTo: 4096) }
+        return mustChange || length < header.recordLength ? length : nil
+    }
+}
