@@ -229,6 +229,26 @@ final class DictionaryTests: XCTestCase {
         }
     }
 
+    func testStatAndDumpShowTheDictionaries() throws {
+        let (directory, _) = try storeUsingTheDictionary()
+        let stat = try ToolTests.cask(["stat", directory.path, "--json"])
+        XCTAssertEqual(stat.status, 0, stat.err)
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: stat.stdout) as? [String: Any])
+        let dictionaries = try XCTUnwrap(report["dictionaries"] as? [[String: Any]])
+        let used = try XCTUnwrap(dictionaries.first { $0["id"] as? Int == 1 }, "\(dictionaries)")
+        XCTAssertEqual(used["file"] as? String, "0000000001.dict")
+        XCTAssertEqual((used["bytes"] as? NSNumber)?.int64Value,
+                       (try FileManager.default.attributesOfItem(atPath: directory.appending("0000000001.dict"))[.size] as? NSNumber)?.int64Value)
+        XCTAssertGreaterThan(used["compressionRatio"] as? Double ?? 0, 2, "JSON profiles against their dictionary")
+        let segments = try XCTUnwrap(report["segments"] as? [[String: Any]])
+        XCTAssertTrue(segments.allSatisfy { $0["dictionary"] as? Int == 1 }, "\(segments)")
+        let text = try ToolTests.cask(["stat", directory.path])
+        XCTAssertTrue(text.out.contains("0000000001.dict"), text.out)
+        let dump = try ToolTests.cask(["dump", directory.path])
+        XCTAssertEqual(dump.status, 0, dump.err)
+        XCTAssertTrue(dump.out.contains(", dictionary 1"), String(dump.out.prefix(500)))
+    }
+
     // MARK: Pieces
 
     func testDictionaryFileRoundTripAndRefusals() throws {

@@ -583,11 +583,11 @@ final class ToolExportTests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("compression ratio:") && $0.hasSuffix(" " + String(format: "%.2f", ratio)) }, run.out)
         let header = try XCTUnwrap(lines.first { $0.hasPrefix("ID ") })
         XCTAssertEqual(header.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " "),
-                       "ID FILE BYTES RECORDS LIVE DEAD LIVE BYTES DEAD BYTES VALUE BYTES RATIO SEQ")
+                       "ID FILE BYTES RECORDS LIVE DEAD LIVE BYTES DEAD BYTES VALUE BYTES RATIO DICT SEQ")
         let row = try XCTUnwrap(lines.first { $0.contains("0000000001.cask") })
         XCTAssertEqual(row.split(separator: " ").map(String.init),
                        ["1", "0000000001.cask", "\(bytes)", "4", "1", "3", "\(statistics.segments[0].liveBytes)",
-                        "\(statistics.segments[0].deadBytes)", "10006", String(format: "%.2f", ratio), "1-4"])
+                        "\(statistics.segments[0].deadBytes)", "10006", String(format: "%.2f", ratio), "-", "1-4"])
     }
 
     func testVerifyReportsProgress() throws {

@@ -9,6 +9,7 @@ struct StatCommand: Subcommand {
         discussion: [
             "Live bytes are the records the index points at (what compaction keeps); dead bytes are overwritten and deleted records, tombstones and damage (what compaction reclaims); disk bytes are all files in the store directory, hint files included. Per segment: its size, its records (live and dead), live and dead bytes, value bytes, compression ratio, and its oldest and newest sequence numbers.",
             "Value bytes are the lengths of the values as written (uncompressed), of every record. The compression ratio is value bytes divided by record bytes on disk (segment bytes without the 40-byte segment header): keys and record headers count as stored bytes, so a ratio above 1 means compression saves more than they cost, and values that do not compress give a ratio under 1.",
+            "DICT is the dictionary a segment's records are compressed against (docs/dictionaries.md), '-' for none; the dictionaries table (shown when a segment names one) sums the segments of each, and gives the size of its file.",
             "Opens the store read-only and takes no lock, so it works while another process writes. Damage found while opening is counted (\"damagedRanges\"); 'cask verify' lists it.",
         ],
         arguments: [StoreAccess.directoryArgument],
@@ -39,6 +40,20 @@ struct StatCommand: Subcommand {
             var compressionRatio: Double?
             var minSeq: UInt64?
             var maxSeq: UInt64?
+            /// The dictionary the segment names; absent for none.
+            var dictionary: UInt32?
+        }
+
+        /// The segments compressed against one dictionary (`id` absent: against none), summed.
+        struct Dictionary: Encodable {
+            var id: UInt32?
+            var file: String?
+            /// The dictionary file's size (header and content); absent for none.
+            var bytes: Int64?
+            var segments: Int
+            var valueBytes: Int64
+            /// `valueBytes` ÷ the record bytes of those segments.
+            var compressionRatio: Double?
         }
 
         var directory: String
@@ -51,6 +66,7 @@ struct StatCommand: Subcommand {
         var compressionRatio: Double?
         var damagedRanges: Int
         var segments: [Segment]
+        var dictionaries: [Dictionary]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -76,8 +92,9 @@ struct StatCommand: Subcommand {
                     liveRecords: segment.liveRecords, deadRecords: segment.records - segment.liveRecords,
                     liveBytes: segment.liveBytes, deadBytes: segment.deadBytes, valueBytes: segment.valueBytes,
                     compressionRatio: Self.ratio(segment.valueBytes, Self.recordBytes(segment)),
-                    minSeq: segment.minSeq, maxSeq: segment.maxSeq)
-            })
+                    minSeq: segment.minSeq, maxSeq: segment.maxSeq, dictionary: segment.dictionaryID)
+            },
+            dictionaries: dictionaries(statistics.segments))
         if json {
             try output.json(report)
         } else {
@@ -110,18 +127,42 @@ struct StatCommand: Subcommand {
             .init(title: "LIVE", rightAligned: true), .init(title: "DEAD", rightAligned: true),
             .init(title: "LIVE BYTES", rightAligned: true), .init(title: "DEAD BYTES", rightAligned: true),
             .init(title: "VALUE BYTES", rightAligned: true), .init(title: "RATIO", rightAligned: true),
-            .init(title: "SEQ", rightAligned: false),
+            .init(title: "DICT", rightAligned: true), .init(title: "SEQ", rightAligned: false),
         ])
         for segment in report.segments {
             let seqs = segment.minSeq.map { min in "\(min)-\(segment.maxSeq ?? min)" } ?? "-"
             table.add([
                 "\(segment.id)", segment.file, "\(segment.bytes)", "\(segment.records)", "\(segment.liveRecords)",
                 "\(segment.deadRecords)", "\(segment.liveBytes)", "\(segment.deadBytes)", "\(segment.valueBytes)",
-                Self.format(segment.compressionRatio), seqs,
+                Self.format(segment.compressionRatio), segment.dictionary.map(String.init) ?? "-", seqs,
             ])
         }
         result += "\n" + table.text
+        guard report.dictionaries.contains(where: { $0.id != nil }) else { return result }
+        var dictionaries = TextTable([
+            .init(title: "DICT", rightAligned: true), .init(title: "FILE", rightAligned: false), .init(title: "BYTES", rightAligned: true),
+            .init(title: "SEGMENTS", rightAligned: true), .init(title: "VALUE BYTES", rightAligned: true), .init(title: "RATIO", rightAligned: true),
+        ])
+        for dictionary in report.dictionaries {
+            dictionaries.add([
+                dictionary.id.map(String.init) ?? "-", dictionary.file ?? "(none)", dictionary.bytes.map(String.init) ?? "-",
+                "\(dictionary.segments)", "\(dictionary.valueBytes)", Self.format(dictionary.compressionRatio),
+            ])
+        }
+        result += "\n" + dictionaries.text
         return result
+    }
+
+    /// The segments grouped by the dictionary they name, none first.
+    private func dictionaries(_ segments: [SegmentStats]) -> [Report.Dictionary] {
+        Dictionary(grouping: segments, by: \.dictionaryID).map { id, group in
+            let valueBytes = group.reduce(0) { $0 + $1.valueBytes }
+            let file = id.map { SegmentName.dictionary(UInt64($0)) }
+            return Report.Dictionary(
+                id: id, file: file, bytes: file.flatMap { try? FileManager.default.attributesOfItem(atPath: directory + "/" + $0)[.size] as? Int64 },
+                segments: group.count, valueBytes: valueBytes,
+                compressionRatio: Self.ratio(valueBytes, group.reduce(0) { $0 + Self.recordBytes($1) }))
+        }.sorted { ($0.id ?? 0) < ($1.id ?? 0) }
     }
 
     /// The bytes of a segment's records: the file without its header.

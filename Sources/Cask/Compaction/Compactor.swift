@@ -78,6 +78,7 @@ struct Compactor {
             self.temporaryPath = temporaryPath
             self.fd = fd
             stats = SegmentStats(id: id)
+            stats.dictionaryID = dictionary?.id
             stats.sealed = true
             buffer.appendWithUnsafeSpace(SegmentHeader.length) { space in
                 space.initializeMemory(as: UInt8.self, repeating: 0)

@@ -179,6 +179,7 @@ package struct StoreRecovery {
             id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
             writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary)
         var stats = SegmentStats(id: id)
+        stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
         stats.sealed = !isActive
 
         // Header.

@@ -87,6 +87,7 @@ struct StoreRefresh {
             if headerDamage?.kind == .tornTail { break }
             var stats = SegmentStats(id: id)
             stats.fileBytes = Int64(SegmentHeader.length)
+            stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
             plan.newSegments.append((file, stats))
             plan.ends[id] = Int64(SegmentHeader.length)
             try read(file: file, from: Int64(SegmentHeader.length), length: length, into: &plan)

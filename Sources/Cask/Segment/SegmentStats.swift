@@ -17,6 +17,8 @@ public struct SegmentStats: Sendable, Equatable {
     /// Whether recovery found damage in it (compaction leaves such segments alone, so that the
     /// damage stays where `verify` and `cask recover` can find it).
     public var damaged = false
+    /// The dictionary the segment's header names (its records may be compressed against it); nil for none.
+    public var dictionaryID: UInt32?
 
     public var deadBytes: Int64 { max(0, fileBytes - Int64(SegmentHeader.length) - liveBytes) }
 

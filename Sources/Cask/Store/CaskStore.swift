@@ -167,6 +167,7 @@ public final class CaskStore: Sendable {
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)
+                stats.dictionaryID = active.dictionary.loaded?.id
                 stats.fileBytes = Int64(SegmentHeader.length)
                 recovered.stats[active.id] = stats
             }

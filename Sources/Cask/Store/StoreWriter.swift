@@ -233,6 +233,7 @@ package struct StoreWriter: ~Copyable {
             shared.segments[UInt32(next.id)] = next
             shared.stats.update(sealed.id) { $0.sealed = true }
             var stats = SegmentStats(id: next.id)
+            stats.dictionaryID = next.dictionary.loaded?.id
             stats.fileBytes = nextEnd
             shared.stats.append(stats)
         }
