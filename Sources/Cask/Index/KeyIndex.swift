@@ -27,7 +27,10 @@ import Synchronization
 /// i.e. 20 to 30 bytes from about 200,000 keys on. Sequence numbers are kept only while recovery
 /// needs them (``beginRecovery()``), 8 bytes per slot.
 ///
-/// Thread-safety: the store guards it with a reader-writer lock, with two exceptions. Compaction's
+/// Thread-safety: the store guards it with a reader-writer lock, with three exceptions. Walks of
+/// the ordered view without the lock (``sliceWithoutLock(_:descending:limit:keys:ends:)``) run beside
+/// every update but recovery's, validating what they read against the nodes' versions; memory they
+/// may hold is freed only after ``ReaderRegistry/waitForReaders()`` (``reclaimIfNeeded()``). Compaction's
 /// ``switchLocation(_:from:to:)`` runs beside locked readers, storing an entry's segment-and-offset
 /// word in one piece while lookups load it in one piece. And the `…WithoutLock` probes run beside
 /// every update, on the table as last published (``SlotTable`` stores and loads the fields they
