@@ -40,6 +40,41 @@ static inline void cask_store_u32_relaxed(void *address, uint32_t value) {
     __atomic_store_n((uint32_t *)address, value, __ATOMIC_RELAXED);
 }
 
+/// Loads the 4-byte word at `address` (4-byte aligned): what the thread that stored it with
+/// `cask_store_u32_release` wrote before that store is visible after this load.
+static inline uint32_t cask_load_u32_acquire(const void *address) {
+    return __atomic_load_n((const uint32_t *)address, __ATOMIC_ACQUIRE);
+}
+
+static inline void cask_store_u32_release(void *address, uint32_t value) {
+    __atomic_store_n((uint32_t *)address, value, __ATOMIC_RELEASE);
+}
+
+static inline uint16_t cask_load_u16_relaxed(const void *address) {
+    return __atomic_load_n((const uint16_t *)address, __ATOMIC_RELAXED);
+}
+
+static inline void cask_store_u16_relaxed(void *address, uint16_t value) {
+    __atomic_store_n((uint16_t *)address, value, __ATOMIC_RELAXED);
+}
+
+/// Loads a pointer that `cask_store_pointer_release` stored, with what was written before it.
+static inline void *cask_load_pointer_acquire(void *const *address) {
+    return __atomic_load_n(address, __ATOMIC_ACQUIRE);
+}
+
+static inline void cask_store_pointer_release(void **address, void *value) {
+    __atomic_store_n(address, value, __ATOMIC_RELEASE);
+}
+
+/// A fence: the thread's later stores are not seen before its earlier loads and stores (the
+/// writer's side of a version word, after making it odd).
+static inline void cask_fence_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
+
+/// A fence: the thread's earlier loads are done before its later loads (a reader's side of a
+/// version word, before loading it again to validate what it read).
+static inline void cask_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+
 /// Stores one byte after every store the thread made before (a control byte after its entry).
 static inline void cask_store_byte_release(void *address, uint8_t value) {
     __atomic_store_n((uint8_t *)address, value, __ATOMIC_RELEASE);

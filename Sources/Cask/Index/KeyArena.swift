@@ -6,7 +6,13 @@
 /// rely on. Chunk 0 starts small and grows by copying to full size, so that a store with a handful
 /// of keys does not pay for a full chunk; positions do not change when it grows.
 ///
-/// Not thread-safe: the store's index lock guards it with the rest of the index.
+/// Thread-safety: the store's index lock guards it with the rest of the index, but for readers
+/// without the lock (``keyWithoutLock(at:table:)``): they find the chunks in a table of their own
+/// (``readerTable``: the chunk count, chunk 0's capacity, then the chunks' addresses, all stored
+/// atomically) and read only keys whose positions the ordered view published after their bytes
+/// were written; memory such a reader may still use (chunk 0 before it grew, a table before it
+/// grew) is retired rather than freed, until the index has waited for the readers
+/// (``freeRetired()``).
 package struct KeyArena: ~Copyable {
     /// The chunk size bounds the slack (the unused end of the last chunk) to about a byte per key
     /// from 200,000 keys on; a key is at most 64 KiB.
@@ -21,11 +27,88 @@ package struct KeyArena: ~Copyable {
     /// Bytes of deleted keys (with their length prefixes), and of live ones.
     private(set) var garbage = 0
     private(set) var live = 0
+    /// The chunk table for readers without the lock: [count, chunk 0's capacity, table capacity,
+    /// chunk addresses…], 8 bytes each. Replaced (and the old one retired) when it fills.
+    private(set) var readerTable: UnsafeMutableRawPointer
+    private static let tableHeaderWords = 3
+    /// Memory retired until the readers have left: freed by ``freeRetired()``.
+    private(set) var retired: [UnsafeMutableRawPointer] = []
 
-    init() {}
+    init() {
+        readerTable = Self.allocateTable(capacity: 4)
+    }
 
     deinit {
         chunks.forEach { $0.deallocate() }
+        retired.forEach { $0.deallocate() }
+        readerTable.deallocate()
+    }
+
+    private static func allocateTable(capacity: Int) -> UnsafeMutableRawPointer {
+        let words = tableHeaderWords + capacity
+        let table = UnsafeMutableRawPointer.allocate(byteCount: 8 * words, alignment: 8)
+        table.initializeMemory(as: UInt64.self, repeating: 0, count: words)
+        table.storeBytes(of: UInt64(capacity), toByteOffset: 16, as: UInt64.self)
+        return table
+    }
+
+    /// Frees the retired memory. Only after ``ReaderRegistry/waitForReaders()``.
+    mutating func freeRetired() {
+        for memory in retired { memory.deallocate() }
+        retired.removeAll()
+    }
+
+    /// Stores chunk `index`'s address in the reader table, and then (release) the count and chunk
+    /// 0's capacity, which a reader loads first: a reader that sees a chunk counted, or chunk 0 this
+    /// large, sees its address too.
+    private mutating func publishChunk(_ index: Int) {
+        let capacity = Int(readerTable.load(fromByteOffset: 16, as: UInt64.self))
+        if index >= capacity {
+            let grown = Self.allocateTable(capacity: capacity * 2)
+            for word in 0..<(Self.tableHeaderWords + capacity) {
+                grown.storeBytes(of: readerTable.load(fromByteOffset: 8 * word, as: UInt64.self), toByteOffset: 8 * word, as: UInt64.self)
+            }
+            grown.storeBytes(of: UInt64(capacity * 2), toByteOffset: 16, as: UInt64.self)
+            retired.append(readerTable)
+            readerTable = grown  // the index publishes it (``KeyIndex/publishArena()``)
+        }
+        cask_store_pointer_release(
+            (readerTable + 8 * (Self.tableHeaderWords + index)).assumingMemoryBound(to: UnsafeMutableRawPointer?.self), chunks[index])
+        cask_store_word_release(readerTable + 8, UInt64(chunk0Capacity))
+        cask_store_word_release(readerTable, UInt64(chunks.count))
+    }
+
+    /// For a reader without the lock: starts loading the key at `position` (its first line), as
+    /// the reader table `table` shows the arena. Reads only the table; a prefetch never faults.
+    @inline(__always)
+    static func prefetchWithoutLock(_ position: UInt32, table: UnsafeRawPointer) {
+        let chunk = Int(position >> chunkShift)
+        guard chunk < Int(cask_load_word_acquire(table)),
+              let start = cask_load_pointer_acquire((table + 8 * (tableHeaderWords + chunk)).assumingMemoryBound(to: UnsafeMutableRawPointer?.self))
+        else { return }
+        cask_prefetch_for_read(start + Int(position & offsetMask))
+    }
+
+    /// For a reader without the lock: the key at `position` as the reader table `table` shows the
+    /// arena, or nil when the position lies outside its chunks (its bytes are then not to be read:
+    /// the reader raced a change). The bytes are those `store` wrote when the caller loaded the
+    /// position from the ordered view (acquire), and valid while the reader is inside
+    /// ``ReaderRegistry/read(_:)``.
+    @inline(__always)
+    static func keyWithoutLock(at position: UInt32, table: UnsafeRawPointer) -> UnsafeRawBufferPointer? {
+        let chunk = Int(position >> chunkShift), offset = Int(position & offsetMask)
+        let count = Int(cask_load_word_acquire(table))
+        guard chunk < count else { return nil }
+        let capacity = chunk == 0 ? Int(cask_load_word_acquire(table + 8)) : chunkSize
+        guard let start = cask_load_pointer_acquire((table + 8 * (tableHeaderWords + chunk)).assumingMemoryBound(to: UnsafeMutableRawPointer?.self))
+        else { return nil }
+        // Safe: offset < chunkSize and capacity <= chunkSize, so no difference below overflows.
+        let room = capacity &- offset
+        guard room > 0 else { return nil }
+        let header = UnsafeRawBufferPointer(start: start + offset, count: Swift.min(3, room))
+        var read = 0
+        guard let length = Varint.read(header, at: &read), Int(length) <= room &- read else { return nil }
+        return UnsafeRawBufferPointer(start: start + offset + read, count: Int(length))
     }
 
     /// Bytes of memory held.
@@ -62,9 +145,10 @@ package struct KeyArena: ~Copyable {
             grownCapacity = min(grownCapacity, Self.chunkSize)  // a second chunk comes only after this one is full size
             let grown = UnsafeMutableRawPointer.allocate(byteCount: grownCapacity, alignment: 8)
             grown.copyMemory(from: chunks[0], byteCount: used)
-            chunks[0].deallocate()
+            retired.append(chunks[0])  // a reader may be reading a key in it
             chunks[0] = grown
             chunk0Capacity = grownCapacity
+            publishChunk(0)
         }
         let lastCapacity = chunks.count == 1 ? chunk0Capacity : Self.chunkSize
         if chunks.isEmpty || used + needed > lastCapacity {
@@ -78,6 +162,7 @@ package struct KeyArena: ~Copyable {
                 chunks.append(.allocate(byteCount: Self.chunkSize, alignment: 8))
             }
             used = 0
+            publishChunk(chunks.count - 1)
         }
         let chunk = chunks[chunks.count - 1]
         let position = UInt32(chunks.count - 1) << Self.chunkShift | UInt32(used)
@@ -97,3 +182,5 @@ package struct KeyArena: ~Copyable {
         live -= size
     }
 }
+
+import CCaskCPU

@@ -14,7 +14,8 @@ extension KeyIndex {
     package func buildOrderedView() {
         precondition(seqs == nil, "no ordered view while recovery runs")
         guard !maintainsOrder else { return }
-        rebuildInKeyOrder(compactingArena: false)
+        var unused = KeyArena()
+        rebuildInKeyOrder(compactingArena: false, replacing: &unused)
         maintainsOrder = true
     }
 
@@ -95,8 +96,9 @@ extension KeyIndex {
     /// table's keys when there is none yet), and with `compactingArena` rewrites the arena with
     /// them in key order (dropping deleted keys' bytes), so that walks in key order read it
     /// sequentially. O(n) with an ordered view; O(n) radix passes plus sorting of keys that share
-    /// their first 8 bytes without one.
-    func rebuildInKeyOrder(compactingArena: Bool) {
+    /// their first 8 bytes without one. The old arena, when rewritten, ends in `old` (an empty
+    /// arena on entry) for the caller to free once walks without the lock have left.
+    func rebuildInKeyOrder(compactingArena: Bool, replacing old: inout KeyArena) {
         var positions: [UInt32] = []
         positions.reserveCapacity(count)
         if maintainsOrder {
@@ -111,16 +113,15 @@ extension KeyIndex {
             OrderedKeys.sort(&positions, arena: arena)
         }
         if compactingArena {
-            var fresh = KeyArena()
             for index in positions.indices {
-                let old = positions[index]
-                let key = keyBytes(at: old)
-                let new = fresh.store(key)
-                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(old))!
+                let previous = positions[index]
+                let key = keyBytes(at: previous)
+                let new = old.store(key)
+                let slot = find(key, hash: hasher.hash(key), matching: .keyPosition(previous))!
                 slots.setKeyPosition(slot, new)
                 positions[index] = new
             }
-            arena = fresh
+            swap(&old, &arena)
         }
         positions.withUnsafeBufferPointer { ordered.rebuild(from: $0, arena: arena) }
     }

@@ -8,7 +8,8 @@ extension KeyIndex {
         seqs = Self.allocateSeqs(capacity: capacity)
         if maintainsOrder {
             maintainsOrder = false
-            ordered = OrderedKeys()
+            ordered.rebuild(from: UnsafeBufferPointer(start: nil, count: 0), arena: arena)
+            reclaim()
         }
     }
 

@@ -27,7 +27,10 @@ import Synchronization
 /// i.e. 20 to 30 bytes from about 200,000 keys on. Sequence numbers are kept only while recovery
 /// needs them (``beginRecovery()``), 8 bytes per slot.
 ///
-/// Thread-safety: the store guards it with a reader-writer lock, with two exceptions. Compaction's
+/// Thread-safety: the store guards it with a reader-writer lock, with three exceptions. Walks of
+/// the ordered view without the lock (``sliceWithoutLock(_:descending:limit:keys:ends:)``) run beside
+/// every update but recovery's, validating what they read against the nodes' versions; memory they
+/// may hold is freed only after ``ReaderRegistry/waitForReaders()`` (``reclaimIfNeeded()``). Compaction's
 /// ``switchLocation(_:from:to:)`` runs beside locked readers, storing an entry's segment-and-offset
 /// word in one piece while lookups load it in one piece. And the `…WithoutLock` probes run beside
 /// every update, on the table as last published (``SlotTable`` stores and loads the fields they
@@ -56,7 +59,7 @@ package final class KeyIndex {
     /// (``probableLocationWithoutLock(_:)``): replaced when the table is, and freed, with the table
     /// it describes, only after ``ReaderRegistry/waitForReaders()``.
     private let published: Atomic<UnsafeMutablePointer<SlotTable>>
-    private let readers: ReaderRegistry
+    let readers: ReaderRegistry
     var control: UnsafeMutablePointer<UInt8> { slots.control }
     var table: UnsafeMutablePointer<Entry> { slots.entries }
     var capacity: Int { slots.capacity }
@@ -65,10 +68,20 @@ package final class KeyIndex {
     @exclusivity(unchecked) var tombstones = 0
 
     @exclusivity(unchecked) var arena = KeyArena()
-    @exclusivity(unchecked) var ordered = OrderedKeys()
+    @exclusivity(unchecked) var ordered: OrderedKeys
     /// Whether the ordered view exists (and is kept up by every insert and removal): from the
     /// first ordered walk (``buildOrderedView()``) on, until recovery begins.
-    @exclusivity(unchecked) var maintainsOrder = false
+    @exclusivity(unchecked) var maintainsOrder = false {
+        didSet { cask_store_word_release(viewCells + Self.readyCell, maintainsOrder ? 1 : 0) }
+    }
+    /// What walks without the lock start from, in a cache line of its own: the ordered view's root
+    /// (``OrderedKeys/rootCell``), the arena's reader table (``KeyArena/readerTable``, stored by
+    /// ``publishArena()``), a generation that is odd while the arena and the view are being
+    /// replaced together (``compactArena()``), and whether the view exists.
+    let viewCells: UnsafeMutableRawPointer
+    static let rootCell = 0, arenaCell = 8, generationCell = 16, readyCell = 24
+    /// Retired nodes beyond which an update waits for the readers to free them.
+    private static let retiredLimit = 64
 
     /// One sequence number per slot, while recovery runs.
     @exclusivity(unchecked) var seqs: UnsafeMutablePointer<UInt64>?
@@ -80,9 +93,14 @@ package final class KeyIndex {
         self.readers = readers
         slots = SlotTable(groups: Self.prime(atLeast: minimumCapacity * 8 / 7 / Self.groupWidth + 1))
         published = Atomic(Self.box(slots))
+        viewCells = TableMemory.allocate(byteCount: 64)
+        viewCells.initializeMemory(as: UInt64.self, repeating: 0, count: 8)
+        ordered = OrderedKeys(rootCell: (viewCells + Self.rootCell).assumingMemoryBound(to: UnsafeMutableRawPointer?.self))
+        cask_store_pointer_release((viewCells + Self.arenaCell).assumingMemoryBound(to: UnsafeMutableRawPointer?.self), arena.readerTable)
     }
 
     deinit {
+        TableMemory.deallocate(viewCells)
         slots.deallocate()
         Self.unbox(published.load(ordering: .relaxed))
         seqs.map { TableMemory.deallocate($0) }
@@ -159,6 +177,19 @@ package final class KeyIndex {
         cask_prefetch_for_read(table.entries + home)
         cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
         return find(key, hash: hash, matching: .tag(skipping: skipping), in: table)
+    }
+
+    /// Starts loading the lines a probe of `key` without the lock reads first (its home group's
+    /// control bytes and entries, in the table published last), for a caller that will look it up
+    /// soon. Only inside ``ReaderRegistry/read(_:)`` (it loads the published table); a prefetch
+    /// never faults.
+    @inline(__always)
+    package func prefetchWithoutLock(_ key: UnsafeRawBufferPointer) {
+        let table = published.load(ordering: .sequentiallyConsistent).pointee
+        let home = table.homeGroup(hasher.hash(key)) &* Self.groupWidth  // Safe: below capacity.
+        cask_prefetch_for_read(table.control + home)
+        cask_prefetch_for_read(table.entries + home)
+        cask_prefetch_for_read(table.entries + home + Self.groupWidth / 2)
     }
 
     /// Whether `key`'s entry points at `location`, without the lock (as
@@ -286,10 +317,12 @@ package final class KeyIndex {
         let slot = freeSlot(for: hash)
         if control[slot] == Self.empty { usedSlots += 1 }
         let position = arena.store(key)
+        publishArena()
         slots.store(Entry(keyPosition: position, location: location, check: Self.checkBits(hash), tombstone: tombstone),
                     control: Self.tag(hash), at: slot)
         if maintainsOrder { ordered.insert(key, at: position, arena: arena) }
         totalKeyBytes += key.count
+        reclaimIfNeeded()
         return slot
     }
 
@@ -311,6 +344,33 @@ package final class KeyIndex {
             slots.setControl(slot, Self.deleted)
         }
         if seqs == nil && arena.isWasteful { compactArena() }
+        reclaimIfNeeded()
+    }
+
+    /// Stores the arena's reader table where walks without the lock find it, if it changed (it
+    /// grows with the arena): before any position in a chunk it lists is published.
+    @inline(__always)
+    func publishArena() {
+        let cell = (viewCells + Self.arenaCell).assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+        if cell.pointee != arena.readerTable { cask_store_pointer_release(cell, arena.readerTable) }
+    }
+
+    /// Frees what the ordered view and the arena retired, once walks without the lock that may
+    /// hold it have left (``ReaderRegistry/waitForReaders()``): at once for arena memory (chunk 0
+    /// or the chunk table outgrown: a few times in an arena's life), after ``retiredLimit`` nodes
+    /// for the view's (merges and emptied leaves, which deletes cause). Without an ordered view no
+    /// walk reads either; the wait is then for the readers of the moment, usually none.
+    @inline(__always)
+    func reclaimIfNeeded() {
+        guard !arena.retired.isEmpty || ordered.retired.count >= Self.retiredLimit else { return }
+        reclaim()
+    }
+
+    @inline(never)
+    func reclaim() {
+        readers.waitForReaders()
+        arena.freeRetired()
+        ordered.freeRetired()
     }
 
     @inline(__always)
@@ -390,16 +450,29 @@ package final class KeyIndex {
 
     /// Rewrites the arena without deleted keys' bytes: in key order with an ordered view (which
     /// is rebuilt with it), in slot order without one.
+    ///
+    /// Walks without the lock see the generation odd meanwhile (and fall back to the lock), and
+    /// the old arena is freed only after ``ReaderRegistry/waitForReaders()``.
     func compactArena() {
+        let generation = viewCells + Self.generationCell
+        cask_store_word_relaxed(generation, viewCells.load(fromByteOffset: Self.generationCell, as: UInt64.self) &+ 1)  // Safe: wraps after 2^63.
+        cask_fence_release()
+        var old = KeyArena()
         if maintainsOrder {
-            rebuildInKeyOrder(compactingArena: true)
-            return
+            rebuildInKeyOrder(compactingArena: true, replacing: &old)
+        } else {
+            for slot in 0..<capacity where control[slot] >= 0x80 {
+                slots.setKeyPosition(slot, old.store(keyBytes(at: table[slot].keyPosition)))
+            }
+            swap(&old, &arena)
         }
-        var fresh = KeyArena()
-        for slot in 0..<capacity where control[slot] >= 0x80 {
-            slots.setKeyPosition(slot, fresh.store(keyBytes(at: table[slot].keyPosition)))
-        }
-        arena = fresh
+        publishArena()
+        cask_store_word_release(generation, viewCells.load(fromByteOffset: Self.generationCell, as: UInt64.self) &+ 1)  // Safe: as above.
+        readers.waitForReaders()
+        old.freeRetired()
+        _ = consume old
+        arena.freeRetired()
+        ordered.freeRetired()
     }
 }
 

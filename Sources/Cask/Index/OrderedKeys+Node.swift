@@ -9,15 +9,25 @@ struct Probe {
 }
 
 /// A node of the tree in raw memory: a 2-byte count, a 2-byte height (0 for a leaf) and the
-/// 2-byte length of the prefix its entries share (`skip`, at most 32), the prefix's bytes, then
-/// `capacity` heads (8 bytes each: the key bytes after the prefix), `capacity` positions (4 bytes)
-/// and, in an internal node, `capacity` child pointers. Every accessor stays inside the node for
-/// indexes below `capacity`, which the tree's code guarantees (counts never exceed it).
+/// 2-byte length of the prefix its entries share (`skip`, at most 32), an 8-byte version, the
+/// prefix's bytes, then `capacity` heads (8 bytes each: the key bytes after the prefix),
+/// `capacity` positions (4 bytes) and, in an internal node, `capacity` child pointers. Every
+/// accessor stays inside the node for indexes below `capacity`, which the tree's code guarantees
+/// (counts never exceed it).
+///
+/// Readers without the lock (``OrderedKeys/readLeaf(_:_:)``) read nodes while the writer changes
+/// them, so every store to a node is atomic (the count, skip, heads and prefix words relaxed; a
+/// position or child pointer with release, so that a reader that loads it with acquire sees the
+/// key bytes or node it leads to), and the writer makes the version odd before it changes a node
+/// and even again after (``lockVersion()``, ``unlockVersion()``): a reader that finds the version
+/// the same, and even, before and after its reads read one state of the node. The writer's own
+/// loads are plain: nothing else stores to a node.
 struct Node {
     let base: UnsafeMutableRawPointer?
 
     private static let capacity = OrderedKeys.capacity
-    private static let prefixOffset = 8
+    private static let versionOffset = 8
+    private static let prefixOffset = 16
     private static let headsOffset = prefixOffset + OrderedKeys.maximumSkip
     private static let positionsOffset = headsOffset + 8 * capacity
     private static let childrenOffset = positionsOffset + 4 * capacity
@@ -26,13 +36,13 @@ struct Node {
 
     static func allocate(height: Int) -> Node {
         let base = UnsafeMutableRawPointer.allocate(byteCount: byteCount(height: height), alignment: 64)
+        // Zeroed, so that a reader beside the writer never loads bytes nobody stored.
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: byteCount(height: height))
         (base + prefixOffset).bindMemory(to: UInt8.self, capacity: OrderedKeys.maximumSkip)
         (base + headsOffset).bindMemory(to: UInt64.self, capacity: capacity)
         (base + positionsOffset).bindMemory(to: UInt32.self, capacity: capacity)
         if height > 0 { (base + childrenOffset).bindMemory(to: UnsafeMutableRawPointer?.self, capacity: capacity) }
-        base.storeBytes(of: 0, as: UInt16.self)
         base.storeBytes(of: UInt16(height), toByteOffset: 2, as: UInt16.self)
-        base.storeBytes(of: 0, toByteOffset: 4, as: UInt16.self)
         return Node(base: base)
     }
 
@@ -42,8 +52,78 @@ struct Node {
     /// The length of the prefix every entry's key starts with.
     @inline(__always) var skip: Int { Int(base!.load(fromByteOffset: 4, as: UInt16.self)) }
 
-    @inline(__always) private func setCount(_ count: Int) { base!.storeBytes(of: UInt16(count), as: UInt16.self) }
-    @inline(__always) private func setSkip(_ skip: Int) { base!.storeBytes(of: UInt16(skip), toByteOffset: 4, as: UInt16.self) }
+    @inline(__always) private func setCount(_ count: Int) { cask_store_u16_relaxed(base!, UInt16(count)) }
+    @inline(__always) private func setSkip(_ skip: Int) { cask_store_u16_relaxed(base! + 4, UInt16(skip)) }
+
+    // MARK: The version
+
+    /// The version as the writer sees it (only it stores to it).
+    @inline(__always) private var version: UInt64 { base!.load(fromByteOffset: Self.versionOffset, as: UInt64.self) }
+
+    /// A version no node in the tree has: the node was taken out and is waiting to be freed.
+    static let retiredVersion = UInt64.max
+
+    /// Whether the writer has made the version odd and not yet even again.
+    @inline(__always) var isVersionLocked: Bool { version & 1 != 0 }
+
+    /// Makes the version odd before the writer changes the node: a reader beside the change
+    /// fails its validation.
+    @inline(__always)
+    func lockVersion() {
+        cask_store_word_relaxed(base! + Self.versionOffset, version &+ 1)  // Safe: wraps after 2^63 changes at worst.
+        cask_fence_release()
+    }
+
+    /// Makes the version even again once the node is changed, after every store to it.
+    @inline(__always)
+    func unlockVersion() { cask_store_word_release(base! + Self.versionOffset, version &+ 1) }  // Safe: as above.
+
+    /// Marks the node taken out of the tree for good: every reader's validation of it fails.
+    @inline(__always)
+    func retireVersion() {
+        cask_store_word_relaxed(base! + Self.versionOffset, Self.retiredVersion)
+        cask_fence_release()
+    }
+
+    @inline(__always) var isRetired: Bool { version == Self.retiredVersion }
+
+    // MARK: Stores (atomic: readers load them beside the writer)
+
+    @inline(__always) private func storeHead(_ index: Int, _ head: UInt64) { cask_store_word_relaxed(heads + index, head) }
+    @inline(__always) private func storePosition(_ index: Int, _ position: UInt32) { cask_store_u32_release(positions + index, position) }
+    @inline(__always) private func storeChild(_ index: Int, _ child: UnsafeMutableRawPointer?) {
+        cask_store_pointer_release(UnsafeMutableRawPointer(children + index).assumingMemoryBound(to: UnsafeMutableRawPointer?.self), child)
+    }
+
+    /// Moves entries `from..<from + count` to start at `to`, entry by entry in an order that reads
+    /// each before it is overwritten (a `memmove` in atomic stores).
+    @inline(__always)
+    private func moveEntries(from: Int, to: Int, count: Int) {
+        guard count > 0, from != to else { return }
+        let leaf = isLeaf
+        func move(_ offset: Int) {
+            storeHead(to + offset, heads[from + offset])
+            storePosition(to + offset, positions[from + offset])
+            if !leaf { storeChild(to + offset, children[from + offset]) }
+        }
+        if to > from {
+            var offset = count - 1
+            while offset >= 0 { move(offset); offset -= 1 }
+        } else {
+            for offset in 0..<count { move(offset) }
+        }
+    }
+
+    /// Stores `bytes` (at most ``OrderedKeys/maximumSkip``) as the prefix, in whole words, zeros after them.
+    private func storePrefix(_ bytes: UnsafeRawBufferPointer) {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+        withUnsafeBytes(of: words) { raw in
+            for word in 0..<(OrderedKeys.maximumSkip / 8) {
+                cask_store_word_relaxed(base! + Self.prefixOffset + 8 * word, raw.load(fromByteOffset: 8 * word, as: UInt64.self))
+            }
+        }
+    }
 
     @inline(__always) private var prefix: UnsafeMutablePointer<UInt8> {
         (base! + Self.prefixOffset).assumingMemoryBound(to: UInt8.self)
@@ -127,13 +207,13 @@ struct Node {
 
     private func shrinkPrefix(to shorter: Int) {
         let skip = self.skip
-        for index in 0..<count { heads[index] = Self.head(prefix: prefix, from: shorter, to: skip, then: heads[index]) }
+        for index in 0..<count { storeHead(index, Self.head(prefix: prefix, from: shorter, to: skip, then: heads[index])) }
         setSkip(shorter)
     }
 
     /// Takes `other`'s prefix (for a node that will hold some of `other`'s entries, heads as they are).
     func copyPrefix(of other: Node) {
-        prefix.update(from: other.prefix, count: OrderedKeys.maximumSkip)
+        storePrefix(UnsafeRawBufferPointer(start: other.prefix, count: OrderedKeys.maximumSkip))
         setSkip(other.skip)
     }
 
@@ -150,9 +230,9 @@ struct Node {
         let first = arena.bytes(at: positions[0]), last = arena.bytes(at: positions[count - 1])
         let shared = Swift.min(OrderedKeys.maximumSkip, OrderedKeys.commonPrefixLength(first, last))
         guard shared > skip else { return }
-        UnsafeMutableRawBufferPointer(start: prefix, count: shared).copyMemory(from: UnsafeRawBufferPointer(rebasing: first[..<shared]))
+        storePrefix(UnsafeRawBufferPointer(rebasing: first[..<shared]))
         setSkip(shared)
-        for index in 0..<count { heads[index] = OrderedKeys.head(arena.bytes(at: positions[index]), from: shared) }
+        for index in 0..<count { storeHead(index, OrderedKeys.head(arena.bytes(at: positions[index]), from: shared)) }
     }
 
     /// Fills an empty node with the keys at `positions` (sorted) and, in an internal node, their
@@ -160,7 +240,7 @@ struct Node {
     func fill(with positions: UnsafeBufferPointer<UInt32>, children: UnsafeBufferPointer<Node>?, arena: borrowing KeyArena) {
         let first = arena.bytes(at: positions[0]), last = arena.bytes(at: positions[positions.count - 1])
         let shared = Swift.min(OrderedKeys.maximumSkip, OrderedKeys.commonPrefixLength(first, last))
-        UnsafeMutableRawBufferPointer(start: prefix, count: shared).copyMemory(from: UnsafeRawBufferPointer(rebasing: first[..<shared]))
+        storePrefix(UnsafeRawBufferPointer(rebasing: first[..<shared]))
         setSkip(shared)
         for (index, position) in positions.enumerated() {
             insertEntry(at: index, head: OrderedKeys.head(arena.bytes(at: position), from: shared), position: position, child: children?[index])
@@ -179,24 +259,16 @@ struct Node {
     func insertEntry(at index: Int, head: UInt64, position: UInt32, child: Node? = nil) {
         let count = self.count
         precondition(count < Self.capacity && index <= count, "node overflow")
-        let moved = count - index
-        (heads + index + 1).update(from: heads + index, count: moved)
-        (positions + index + 1).update(from: positions + index, count: moved)
-        heads[index] = head
-        positions[index] = position
-        if !isLeaf {
-            (children + index + 1).update(from: children + index, count: moved)
-            children[index] = child!.base
-        }
+        moveEntries(from: index, to: index + 1, count: count - index)
+        storeHead(index, head)
+        storePosition(index, position)
+        if !isLeaf { storeChild(index, child!.base) }
         setCount(count + 1)
     }
 
     func removeEntry(at index: Int) {
         let count = self.count
-        let moved = count - index - 1
-        heads.advanced(by: index).update(from: heads + index + 1, count: moved)
-        positions.advanced(by: index).update(from: positions + index + 1, count: moved)
-        if !isLeaf { children.advanced(by: index).update(from: children + index + 1, count: moved) }
+        moveEntries(from: index + 1, to: index, count: count - index - 1)
         setCount(count - 1)
     }
 
@@ -205,14 +277,13 @@ struct Node {
     /// Drops the first `dropped` entries of a leaf.
     func removeFirst(_ dropped: Int) {
         let count = self.count
-        heads.update(from: heads + dropped, count: count - dropped)
-        positions.update(from: positions + dropped, count: count - dropped)
+        moveEntries(from: dropped, to: 0, count: count - dropped)
         setCount(count - dropped)
     }
 
     func setEntry(_ index: Int, head: UInt64, position: UInt32) {
-        heads[index] = head
-        positions[index] = position
+        storeHead(index, head)
+        storePosition(index, position)
     }
 
     // MARK: Searching
@@ -280,6 +351,83 @@ struct Node {
             if compare(probe.key, head: head, with: middle, arena) < 0 { high = middle } else { low = middle + 1 }
         }
         return low - 1
+    }
+}
+
+// MARK: Reads beside the writer
+
+extension Node {
+    /// For a reader without the lock: the version, with everything the writer stored before it
+    /// made it this. Odd: the writer is changing the node (or retired it).
+    @inline(__always) var loadedVersion: UInt64 { cask_load_word_acquire(base! + Self.versionOffset) }
+
+    /// For a reader: whether the version is still `version`, after every load the reader made
+    /// before; if so, those loads saw the node as it was between the two loads of the version.
+    @inline(__always)
+    func isUnchanged(since version: UInt64) -> Bool {
+        cask_fence_acquire()
+        return cask_load_word_relaxed(base! + Self.versionOffset) == version
+    }
+
+    /// For a reader: the count, at most the capacity whatever the node held.
+    @inline(__always) var loadedCount: Int { Swift.min(Int(cask_load_u16_relaxed(base!)), Self.capacity) }
+    /// For a reader: the height, which a node keeps from its allocation on.
+    @inline(__always) var loadedIsLeaf: Bool { height == 0 }
+    @inline(__always) func loadedHead(_ index: Int) -> UInt64 { cask_load_word_relaxed(heads + index) }
+    @inline(__always) func loadedPosition(_ index: Int) -> UInt32 { cask_load_u32_acquire(positions + index) }
+    @inline(__always)
+    func loadedChild(_ index: Int) -> Node {
+        Node(base: cask_load_pointer_acquire(UnsafeRawPointer(children + index).assumingMemoryBound(to: UnsafeMutableRawPointer?.self)))
+    }
+
+    /// For a reader: where `key` stands against the node's entries as the prefix tells (as
+    /// ``prefixOrder(_:)``), and the head of `key` in this node (0 unless the order is 0).
+    @inline(__always)
+    func loadedPrefixOrder(_ key: UnsafeRawBufferPointer) -> (order: Int, head: UInt64) {
+        let skip = Swift.min(Int(cask_load_u16_relaxed(base! + 4)), OrderedKeys.maximumSkip)
+        guard skip > 0 else { return (0, OrderedKeys.head(key, from: 0)) }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            for word in 0..<(OrderedKeys.maximumSkip / 8) {
+                raw.storeBytes(of: cask_load_word_relaxed(base! + Self.prefixOffset + 8 * word), toByteOffset: 8 * word, as: UInt64.self)
+            }
+        }
+        let order = withUnsafeBytes(of: words) { prefix -> Int in
+            let common = Swift.min(skip, key.count)
+            if common > 0 {
+                let order = memcmp(key.baseAddress!, prefix.baseAddress!, common)
+                if order != 0 { return Int(order) }
+            }
+            return key.count < skip ? -1 : 0
+        }
+        return (order, order == 0 ? OrderedKeys.head(key, from: skip) : 0)
+    }
+
+    /// For a reader: the first index from `low` on below `count` whose entry is at least `key`
+    /// (`orAbove` false) or above it (`orAbove` true); `count` when there is none. Nil when a key
+    /// could not be read (`keyAt` returned nil): the reader starts again. What it returns is
+    /// right only if the node's version is then found unchanged.
+    @inline(__always)
+    func loadedSearch(
+        _ key: UnsafeRawBufferPointer, from low: Int, count: Int, orAbove: Bool, _ keyAt: (UInt32) -> UnsafeRawBufferPointer?
+    ) -> Int? {
+        let (order, head) = loadedPrefixOrder(key)
+        if order != 0 { return order < 0 ? Swift.min(low, count) : count }
+        var low = low, high = count
+        while low < high {
+            let middle = (low + high) >> 1
+            let entryHead = loadedHead(middle)
+            var comparison: Int
+            if head != entryHead {
+                comparison = head < entryHead ? -1 : 1
+            } else {
+                guard let entry = keyAt(loadedPosition(middle)) else { return nil }
+                comparison = OrderedKeys.compare(key, entry)
+            }
+            // Entries before the answer are below the key (or at most it, `orAbove`).
+            if comparison < 0 || (!orAbove && comparison == 0) { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 }
 

@@ -20,15 +20,33 @@
 /// split at its end keeps its entries); after a rebuild, 60 of 64. A leaf below a quarter full merges with a
 /// sibling that then fits in three quarters; an empty node is freed.
 ///
-/// Not thread-safe: it lives in ``KeyIndex``, under the store's index lock. Raw memory, fenced in
-/// the `OrderedKeys` files: nodes are manually allocated and freed; `Node` reads and writes their fields.
+/// Thread-safety: it lives in ``KeyIndex``; its updates and ``walk(from:descending:arena:_:)`` run
+/// under the store's index lock. Readers without the lock (``readLeaf(root:from:descending:into:_:)``)
+/// run beside the updates, optimistically: each node has a version that an update makes odd while
+/// it changes the node (every node it changes stays odd until the update ends, so a reader never
+/// sees half of a split or a move between neighbours), and a reader that finds a version changed
+/// starts again from the root. Nodes an update takes out are not freed at once but retired, marked
+/// so that a reader's validation fails, and freed by ``freeRetired()``, which the index calls only
+/// after ``ReaderRegistry/waitForReaders()``. Raw memory, fenced in the `OrderedKeys` files: nodes
+/// are manually allocated and freed; `Node` reads and writes their fields.
 package struct OrderedKeys: ~Copyable {
     /// Entries per node.
     static let capacity = 64
     /// Entries per leaf after a rebuild: room for a few inserts before a leaf splits.
     static let rebuildFill = 60
 
-    private(set) var root: Node
+    private(set) var root: Node {
+        didSet { cask_store_pointer_release(rootCell, root.base) }
+    }
+    /// Where readers without the lock find the root: stored (release) whenever the root changes,
+    /// before the old root's version is even again or retired.
+    let rootCell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    /// The nodes the update under way has locked (made odd), made even when it ends.
+    private let locked: UnsafeMutablePointer<Node>
+    private var lockedCount = 0
+    private static let lockedCapacity = 4 * maximumHeight + 8
+    /// Nodes taken out of the tree, freed by ``freeRetired()``.
+    private(set) var retired: [UnsafeMutableRawPointer] = []
     /// Live keys held.
     private(set) var count = 0
     private var leafCount = 1
@@ -37,14 +55,46 @@ package struct OrderedKeys: ~Copyable {
     private let path: UnsafeMutablePointer<(node: Node, index: Int)>
     static let maximumHeight = 32
 
-    init() {
+    /// An empty tree whose root readers find in `rootCell` (which must outlive it).
+    init(rootCell: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        self.rootCell = rootCell
         root = Node.allocate(height: 0)
         path = .allocate(capacity: Self.maximumHeight)
+        locked = .allocate(capacity: Self.lockedCapacity)
+        cask_store_pointer_release(rootCell, root.base)
     }
 
     deinit {
         Self.free(root)
+        retired.forEach { $0.deallocate() }
         path.deallocate()
+        locked.deallocate()
+    }
+
+    /// Frees the retired nodes. Only once no reader without the lock can hold one: after
+    /// ``ReaderRegistry/waitForReaders()`` (or with no such reader at all).
+    mutating func freeRetired() {
+        for base in retired { base.deallocate() }
+        retired.removeAll()
+    }
+
+    // MARK: Versions
+
+    /// Makes `node`'s version odd for the rest of the update, if this update has not already.
+    @inline(__always)
+    private mutating func lock(_ node: Node) {
+        guard !node.isVersionLocked else { return }
+        precondition(lockedCount < Self.lockedCapacity, "too many nodes in one update")
+        node.lockVersion()
+        locked[lockedCount] = node
+        lockedCount += 1
+    }
+
+    /// Ends an update: every node it changed gets an even version again (retired ones keep theirs).
+    @inline(__always)
+    private mutating func unlockAll() {
+        for index in 0..<lockedCount where !locked[index].isRetired { locked[index].unlockVersion() }
+        lockedCount = 0
     }
 
     /// Bytes of memory held by the nodes.
@@ -74,6 +124,8 @@ package struct OrderedKeys: ~Copyable {
         var (node, depth) = descend(probe, arena)
         count += 1
         let at = node.lowerBound(probe, arena, inclusive: true)
+        lock(node)
+        defer { unlockAll() }
         node.admit(key)
         let head = node.head(of: key)
         if node.count < Self.capacity {
@@ -87,6 +139,7 @@ package struct OrderedKeys: ~Copyable {
         while depth > 0 {
             depth -= 1
             let (parent, index) = path[depth]
+            lock(parent)
             if parent.count < Self.capacity {
                 parent.insertFirstEntry(of: split, at: index + 1)
                 return
@@ -128,25 +181,28 @@ package struct OrderedKeys: ~Copyable {
         var (node, depth) = descend(probe, arena)
         let at = node.lowerBound(probe, arena, inclusive: true)
         guard at < node.count, node.position(at) == position else { return false }
+        lock(node)
+        defer { unlockAll() }
         node.removeEntry(at: at)
         count -= 1
         guard depth > 0 else { return true }
         if node.count == 0 {
             // Free the leaf and every ancestor it leaves empty.
-            Self.freeNode(node, counting: &leafCount)
+            retire(node)
             while depth > 0 {
                 depth -= 1
                 let (parent, index) = path[depth]
+                lock(parent)
                 parent.removeEntry(at: index)
                 if parent.count > 0 { break }
                 if depth == 0 {
                     // The root lost its last child: the tree is empty.
-                    Self.freeNode(parent, counting: &internalCount)
                     root = Node.allocate(height: 0)
                     leafCount += 1
+                    retire(parent)
                     return true
                 }
-                Self.freeNode(parent, counting: &internalCount)
+                retire(parent)
             }
         } else if node.count < Self.capacity / 4 {
             let (parent, index) = path[depth - 1]
@@ -159,8 +215,10 @@ package struct OrderedKeys: ~Copyable {
     /// Empties the tree and fills it with the keys at `positions` of `arena`, which must be in
     /// key order without repeats. O(n), reading each key once more (and a node's first and last
     /// key for its prefix).
+    /// The old nodes are retired (readers beside the rebuild see them so and start again), not freed.
     mutating func rebuild(from positions: UnsafeBufferPointer<UInt32>, arena: borrowing KeyArena) {
-        Self.free(root)
+        let old = root
+        defer { retireAll(old) }
         leafCount = 0
         internalCount = 0
         count = positions.count
@@ -284,9 +342,11 @@ package struct OrderedKeys: ~Copyable {
     /// neighbour with room, then inserts `key` (which `node` has admitted) at `at`; false (changing
     /// nothing) when neither neighbour has room for a few. Spreading entries before splitting
     /// raises the leaves' fill under random inserts: fewer bytes per key.
-    private func shiftToSibling(_ node: Node, parent: Node, index: Int, inserting at: Int, key: UnsafeRawBufferPointer, position: UInt32) -> Bool {
+    private mutating func shiftToSibling(_ node: Node, parent: Node, index: Int, inserting at: Int, key: UnsafeRawBufferPointer, position: UInt32) -> Bool {
         let capacity = Self.capacity
         if index + 1 < parent.count, case let right = parent.child(index + 1), right.count <= capacity - 4 {
+            lock(right)
+            lock(parent)
             // The last `moved` entries go to the front of the right neighbour.
             let moved = (capacity - right.count) / 2
             right.admit(from: node)
@@ -306,6 +366,8 @@ package struct OrderedKeys: ~Copyable {
             return true
         }
         if index > 0, case let left = parent.child(index - 1), left.count <= capacity - 4 {
+            lock(left)
+            lock(parent)
             // The first `moved` entries go to the end of the left neighbour.
             let moved = (capacity - left.count) / 2
             left.admit(from: node)
@@ -339,12 +401,15 @@ package struct OrderedKeys: ~Copyable {
             return
         }
         let left = parent.child(leftIndex), right = parent.child(leftIndex + 1)
+        lock(left)
+        lock(right)
+        lock(parent)
         left.admit(from: right)
         for offset in 0..<right.count {
             left.insertEntry(at: left.count, head: left.convertedHead(of: right, offset), position: right.position(offset))
         }
         parent.removeEntry(at: leftIndex + 1)
-        Self.freeNode(right, counting: &leafCount)
+        retire(right)
     }
 
     /// Replaces a root with one child by the child, as often as it applies.
@@ -352,13 +417,23 @@ package struct OrderedKeys: ~Copyable {
         while !root.isLeaf && root.count == 1 {
             let old = root
             root = old.child(0)
-            Self.freeNode(old, counting: &internalCount)
+            retire(old)
         }
     }
 
-    private static func freeNode(_ node: Node, counting nodes: inout Int) {
-        node.base!.deallocate()
-        nodes -= 1
+    /// Takes `node`, out of the tree now, off the counts and marks it retired, to be freed by
+    /// ``freeRetired()``.
+    private mutating func retire(_ node: Node) {
+        if node.isLeaf { leafCount -= 1 } else { internalCount -= 1 }
+        node.retireVersion()
+        retired.append(node.base!)
+    }
+
+    /// Retires `node` and everything below it.
+    private mutating func retireAll(_ node: Node) {
+        if !node.isLeaf { for index in 0..<node.count { retireAll(node.child(index)) } }
+        node.retireVersion()
+        retired.append(node.base!)
     }
 
     /// Frees `node` and everything below it.
@@ -367,3 +442,5 @@ package struct OrderedKeys: ~Copyable {
         node.base!.deallocate()
     }
 }
+
+import CCaskCPU

@@ -6,21 +6,23 @@ extension CaskStore {
     /// try store.forEach(in: .prefix("drafts/ada/")) { key, value in total += value.count }
     /// ```
     ///
-    /// **Which keys.** As ``keys(in:after:limit:order:)`` lists them: read from the ordered index
-    /// in slices of at most 16 with their locations (each under the shared index lock, for
-    /// microseconds), each resuming after the last key of the one before. A key live for the whole
-    /// call is visited exactly once; a key created or deleted during the call may be visited or
-    /// not; none twice or out of order.
+    /// **Which keys.** As ``keys(in:after:limit:order:)`` lists them: read from the ordered index a
+    /// leaf at a time without the index lock, each resuming where the one before ended. A key
+    /// live for the whole call is visited exactly once; a key created or deleted during the call
+    /// may be visited or not; none twice or out of order.
     /// Expired keys are skipped. `after` starts after that key (in `order`), for resuming.
     ///
-    /// **Which values.** Every value is read as ``get(_:)-(Collection<UInt8>)`` reads one: from a
-    /// whole record whose checksum and key are verified, expanded from LZ4 — never torn, never
-    /// another key's. It is the value the key had when its slice was read, from the record the
-    /// index pointed at then (records are never changed in place).
+    /// **Which values.** Every value is read as ``get(_:)-(Collection<UInt8>)`` reads one, when its
+    /// entry is visited: from a whole record whose checksum and key are verified, expanded from
+    /// LZ4 — never torn, never another key's. It is the value the key has then (a key deleted
+    /// after its leaf was read is left out), as a get at that moment would return it.
     ///
-    /// **Threads.** Thread-safe, alongside reads, writes, deletes and compactions: the segment
-    /// files of a slice's records are held until the next slice, so a compaction retiring one
-    /// cannot close it under the read. `body`
+    /// **Threads.** Thread-safe, alongside reads, writes, deletes and compactions, none of which
+    /// waits for it: keys and values are read without the index lock (values as lock-free gets
+    /// read them, through the segment table published to such readers). Where that cannot be done
+    /// (a leaf the writer kept changing, a value not in a mapping), a key or a slice of 16 is read
+    /// under the shared lock for microseconds, the segment files of a slice's records held until
+    /// the next slice, so a compaction retiring one cannot close it under the read. `body`
     /// runs on the calling thread with no store lock held: it may call the store, writes included.
     /// A `close()` during the call makes it throw ``CaskError/closed`` before the next entry.
     ///
@@ -29,10 +31,11 @@ extension CaskStore {
     /// iteration and is rethrown as it is; so is a `CaskError` from a store call inside `body`. For a
     /// `body` that throws errors of other types, the overload without typed throws takes it.
     ///
-    /// **Cost.** O(log n) to find the first key, then per entry one probe of the hash index and one
-    /// record read: through the segment's memory mapping (no syscall) or, with
-    /// `Options.memoryMapping` off, a `pread` (reading on through the records after it in the
-    /// same segment, up to 1 MiB, when they are next in the listing too). Records still in the
+    /// **Cost.** O(log n) per leaf of keys (about 55), then per entry one probe of the hash index
+    /// and one record read, as a get makes them: through the segment's memory mapping (no syscall)
+    /// or, with `Options.memoryMapping` off, a `pread` (the keys then read under the lock in slices
+    /// of 16, reading on through the records after one in the same segment, up to 1 MiB, when
+    /// they are next in the listing too). Records still in the
     /// write buffer (`.buffered`) are copied out of it. No allocation per entry: compressed values
     /// are expanded into one reused buffer. Records lie in the order they were written, so a
     /// listing reads them at random unless they were written in key order.
@@ -114,8 +117,9 @@ extension CaskStore {
 }
 
 /// What `CaskStore.forEach(in:after:order:_:)` and ``CaskStore/EntryIterator`` run on: a walk of
-/// the ordered index in slices (``KeyRangeCursor``), each slice's keys and locations copied out
-/// under the lock, and the reading of their records one after another without it. Not
+/// the ordered index in slices (``KeyRangeCursor``), each slice's keys copied out without the lock
+/// and each value read as a lock-free get reads it (or, for a slice read under the lock, its keys
+/// and locations copied out under it and their records read one after another without it). Not
 /// thread-safe; owned by one iteration.
 struct EntryScan: ~Copyable {
     /// One key of the current slice: where its record was, and its key in `keys`.
@@ -151,8 +155,18 @@ struct EntryScan: ~Copyable {
     private var window = ByteBuffer(capacity: 0)
     private var windowSegment: UInt32?
     private var windowStart: Int64 = 0
-    /// The expanded value of the current entry, when it is compressed.
+    /// The expanded value of the current entry, when it is compressed; the value of an entry read
+    /// without the lock.
     private var value = ByteBuffer(capacity: 0)
+    /// A slice listed without the index lock: its keys are in `keys`, each ending at an entry here,
+    /// and their values are read as gets without the lock read them (``visitUnlocked(_:_:)``).
+    private var unlockedEnds: [Int] = []
+    private var nextUnlocked = 0
+    /// Room for a value read without the lock at first; it grows to the largest value met.
+    private static let initialValueRoom = 4096
+    /// Entries ahead of the one being read whose index lines are prefetched (so not those of a
+    /// slice's first few entries).
+    private static let prefetchDistance = 4
 
     init(store: CaskStore, range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         self.store = store
@@ -193,10 +207,34 @@ struct EntryScan: ~Copyable {
     ) throws(CaskError) -> R? {
         while true {
             if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if nextUnlocked < unlockedEnds.count {
+                let start = nextUnlocked == 0 ? 0 : unlockedEnds[nextUnlocked - 1], end = unlockedEnds[nextUnlocked]
+                nextUnlocked += 1
+                // Safe to view: `keys` does not change until the next slice.
+                let key = keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<end]) }
+                // The index lines of a key a few ahead load while this one's record is read.
+                let aheadIndex = nextUnlocked - 1 + Self.prefetchDistance
+                let ahead = aheadIndex < unlockedEnds.count
+                    ? keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[unlockedEnds[aheadIndex - 1]..<unlockedEnds[aheadIndex]]) }
+                    : nil
+                if let result = try visitUnlocked(key, ahead: ahead, body) { return result }
+                continue
+            }
             if next == items.count {
                 if cursor.finished { break }
-                try Self.readSlice(&cursor, &items, &keys, &files, &fileIDs, store: store)
+                items.removeAll(keepingCapacity: true)
+                files.removeAll(keepingCapacity: true)  // lets the last slice's segments go
+                fileIDs.removeAll(keepingCapacity: true)
+                keys.count = 0
+                unlockedEnds.removeAll(keepingCapacity: true)
+                nextUnlocked = 0
                 next = 0
+                // Without mappings every value is a `pread`: the slices under the lock read the
+                // records that follow one another in a segment together.
+                if store.options.memoryMapping, try cursor.nextKeysWithoutLock(
+                    of: store, budget: CaskStore.listingSlice, keys: &keys, ends: &unlockedEnds, expiriesAllowed: true
+                ) { continue }
+                try Self.readSlice(&cursor, &items, &keys, &files, &fileIDs, store: store)
                 continue
             }
             let index = next
@@ -210,6 +248,35 @@ struct EntryScan: ~Copyable {
             if let result = try visit(item.location, in: file, key: key, readAheadFrom: index, body) { return result }
         }
         return nil
+    }
+
+    /// Reads the latest value of `key` (listed without the lock) as a get does: without the lock
+    /// when it can (``CaskStore/copyEntryWithoutLock(key:into:expiresAt:)``), else through the full
+    /// path. Nil when the key has no value now (deleted since it was listed, or expired).
+    private mutating func visitUnlocked<R>(
+        _ key: UnsafeRawBufferPointer, ahead: UnsafeRawBufferPointer?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UInt64?) -> R
+    ) throws(CaskError) -> R? {
+        value.count = 0
+        if value.capacity < Self.initialValueRoom { value.reserve(Self.initialValueRoom) }
+        var expiresAt: UInt64?
+        var found = value.withUnsafeMutableCapacity { space in
+            store.copyEntryWithoutLock(key: key, into: space, expiresAt: &expiresAt, prefetching: ahead)
+        }
+        if case .tooLarge(let length) = found {
+            value.reserve(length)
+            found = value.withUnsafeMutableCapacity { space in store.copyEntryWithoutLock(key: key, into: space, expiresAt: &expiresAt) }
+        }
+        switch found {
+        case .absent:
+            return nil
+        case .copied(let count):
+            value.count = count
+            return value.withUnsafeBytes { body(key, $0, expiresAt) }
+        case .tooLarge, .fallBack:
+            return try store.withRecord(key: key) { (valid, file, offset) throws(CaskError) in
+                try CaskStore.withValueBytes(of: valid, file: file, offset: offset) { body(valid.key, $0, valid.header.expiresAt) }
+            }
+        }
     }
 
     /// Validates the record of `key` at `location` and calls `body` with it; nil when it has expired.

@@ -1,10 +1,11 @@
 extension CaskStore {
-    /// Keys a listing visits under the index lock at a time: a writer waits at most for one slice
-    /// (a few microseconds), whatever the size of the store or of the listing.
+    /// Keys a listing visits at a time: at most a leaf of the ordered view without the lock, and
+    /// when it falls back to the index lock, a slice under it (a writer then waits at most for one
+    /// slice, a few microseconds, whatever the size of the store or of the listing).
     static let listingSlice = 64
-    /// The same for a walk that also looks up each key's location (a probe of the hash table per
-    /// key, their cache misses overlapped) and its segment's file: a quarter as many keys, a hold
-    /// of 2–3 µs (the median wait of a put that found the lock taken beside `scan_put`'s listings).
+    /// The same for a walk under the lock that also looks up each key's location (a probe of the
+    /// hash table per key, their cache misses overlapped) and its segment's file: a quarter as many
+    /// keys, a hold of 2–3 µs.
     static let locatingSlice = 16
 
     /// The keys in `range`, in byte order (or descending), expired keys excluded.
@@ -17,22 +18,34 @@ extension CaskStore {
     /// `after` resumes a listing: only keys after it in `order` are listed (it need not exist).
     /// `limit` caps the number of keys returned.
     ///
-    /// **Consistency.** The keys are read from the index's ordered view in slices of at most 64,
-    /// each under the shared index lock, each resuming after the last key of the one before. A key
-    /// live for the whole call is listed exactly once; a key created or deleted during the call
-    /// may be listed or not; no key is listed twice or out of order. Writers wait at most for one
-    /// slice.
+    /// **Consistency.** The keys are read from the index's ordered view a leaf (at most 64 keys) at
+    /// a time without the index lock, each leaf checked unchanged by writers while it was read (and
+    /// read again if it was not), each resuming where the one before ended. A key live for the
+    /// whole call is listed exactly once; a key created or deleted during the call may be listed
+    /// or not; no key is listed twice or out of order. Writers never wait for a listing. (After
+    /// 8 failed reads of one leaf, while the index rewrites its key arena, or in a store where some
+    /// key has had an expiry, which only the lock can check, a slice of at most 64 keys is read
+    /// under the shared index lock instead: writers then wait at most for one slice.)
     ///
-    /// Complexity: O(log n) to find the first key, then O(1) per key listed (plus O(log n) per 64),
-    /// and one allocation per key returned. Thread-safe.
+    /// Complexity: O(log n) per leaf (about 55 keys), O(1) per key listed, and one allocation per
+    /// key returned. Thread-safe.
     public func keys(in range: KeyRange = .all, after: [UInt8]? = nil, limit: Int = .max, order: KeyOrder = .ascending) throws(CaskError) -> [[UInt8]] {
         precondition(limit >= 0, "limit must not be negative")
         var cursor = KeyRangeCursor(range, after: after, order: order)
         var keys: [[UInt8]] = []
+        var slice = ByteBuffer(capacity: 1024)
+        var ends: [Int] = []
         let now = Self.nowMilliseconds()
         while !cursor.finished && keys.count < limit {
-            try cursor.nextSlice(of: self, budget: min(Self.listingSlice, limit - keys.count), withLocations: false) { shared, key, _ in
-                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { keys.append(Array(key)) }
+            slice.count = 0
+            ends.removeAll(keepingCapacity: true)
+            try cursor.nextKeys(of: self, budget: min(Self.listingSlice, limit - keys.count), now: now, keys: &slice, ends: &ends)
+            slice.withUnsafeBytes { all in
+                var start = 0
+                for end in ends {
+                    keys.append(Array(all[start..<end]))
+                    start = end
+                }
             }
         }
         return keys
@@ -44,8 +57,8 @@ extension CaskStore {
     }
 
     /// The number of keys in `range`, expired keys excluded. O(1) for `.all` (as ``count``);
-    /// otherwise O(log n + k) for k keys counted, in slices as ``keys(in:after:limit:order:)``
-    /// walks them, with no allocation.
+    /// otherwise O(log n) per leaf plus O(1) per key counted, walked as
+    /// ``keys(in:after:limit:order:)`` walks them, with no allocation per key.
     public func count(in range: KeyRange) throws(CaskError) -> Int {
         if range == .all {
             return try state.read { (shared) throws(CaskError) in
@@ -55,11 +68,14 @@ extension CaskStore {
         }
         var cursor = KeyRangeCursor(range, after: nil, order: .ascending)
         var count = 0
+        var slice = ByteBuffer(capacity: 1024)
+        var ends: [Int] = []
         let now = Self.nowMilliseconds()
         while !cursor.finished {
-            try cursor.nextSlice(of: self, budget: Self.listingSlice * 4, withLocations: false) { shared, key, _ in
-                if shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) { count += 1 }
-            }
+            slice.count = 0
+            ends.removeAll(keepingCapacity: true)
+            try cursor.nextKeys(of: self, budget: Self.listingSlice * 4, now: now, keys: &slice, ends: &ends)
+            count += ends.count
         }
         return count
     }
@@ -87,11 +103,7 @@ extension CaskStore {
         while !cursor.finished {
             keys.count = 0
             ends.removeAll(keepingCapacity: true)
-            try cursor.nextSlice(of: self, budget: Self.listingSlice, withLocations: false) { shared, key, _ in
-                guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
-                keys.append(key)
-                ends.append(keys.count)
-            }
+            try cursor.nextKeys(of: self, budget: Self.listingSlice, now: now, keys: &keys, ends: &ends)
             try keys.withUnsafeBytes { (all) throws(CaskError) in
                 var start = 0
                 for end in ends {
@@ -135,6 +147,45 @@ struct KeyRangeCursor {
     init(_ range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         descending = order.isDescending
         span = after.map { range.span.resuming(after: $0, descending: order.isDescending) } ?? range.span
+    }
+
+    /// Appends the next keys of the range, at most `budget` (expired ones left out), to `keys`,
+    /// each followed by an entry of `ends` (the length of `keys` after it): one leaf of the
+    /// ordered view without the index lock (``KeyIndex/sliceWithoutLock(_:descending:limit:keys:ends:)``)
+    /// when no key of the store ever had an expiry, else (or when the walk without the lock falls
+    /// back) a slice under the shared lock, which can check expiries. Sets ``finished`` when the
+    /// range has no more keys. Throws ``CaskError/closed``.
+    mutating func nextKeys(
+        of store: CaskStore, budget: Int, now: UInt64, keys: inout ByteBuffer, ends: inout [Int]
+    ) throws(CaskError) {
+        if try nextKeysWithoutLock(of: store, budget: budget, keys: &keys, ends: &ends, expiriesAllowed: false) { return }
+        try nextSlice(of: store, budget: budget, withLocations: false) { shared, key, _ in
+            guard shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: now) else { return }
+            keys.append(key)
+            ends.append(keys.count)
+        }
+    }
+
+    /// The keys of ``nextKeys(of:budget:now:keys:ends:)`` without the index lock, expired or
+    /// not: false, having appended nothing, when only a slice under the lock can take this step
+    /// (or, unless `expiriesAllowed`, when some key of the store had an expiry).
+    mutating func nextKeysWithoutLock(
+        of store: CaskStore, budget: Int, keys: inout ByteBuffer, ends: inout [Int], expiriesAllowed: Bool
+    ) throws(CaskError) -> Bool {
+        precondition(budget > 0)
+        if !viewBuilt {
+            try store.ensureOrderedView()
+            viewBuilt = true
+        }
+        if store.isClosed.load(ordering: .acquiring) { throw CaskError.closed }
+        let span = span, descending = descending
+        let outcome = store.state.withoutLocking { shared -> KeyIndex.UnlockedSlice in
+            guard expiriesAllowed || !shared.expiriesUsed.load(ordering: .acquiring) else { return .fallBack }
+            return shared.index.sliceWithoutLock(span, descending: descending, limit: budget, keys: &keys, ends: &ends)
+        }
+        guard case .listed(let next) = outcome else { return false }
+        if let next { self.span = next } else { finished = true }
+        return true
     }
 
     /// Visits the next keys of the range, at most `budget` of them, under the shared index lock:

@@ -96,7 +96,7 @@ extension CaskStore {
             switch copyValueWithoutLock(key: key, into: buffer) {
             case .absent: return body(nil)
             case .copied(let count): return body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            case .fallBack: return nil
+            case .fallBack, .tooLarge: return nil
             }
         }
     }
@@ -107,6 +107,8 @@ extension CaskStore {
         case absent
         /// The value is the first `count` bytes of the buffer.
         case copied(count: Int)
+        /// The value has `length` bytes, more than the buffer holds; nothing was copied.
+        case tooLarge(length: Int)
         /// Not the common case: the full path (``withRecord(key:_:)``) must settle it.
         case fallBack
     }
@@ -121,18 +123,32 @@ extension CaskStore {
     /// and take no reference to the segment file. What the probe returns is checked by the record
     /// itself (checksum, lengths, key): a probe beside an update that pairs one record's place with
     /// another's length, or that lands on another key's entry, fails those checks. Returns
-    /// `.fallBack`, having changed nothing, for everything else: a record that is not mapped or not
-    /// yet written, a value larger than `buffer`, any failed check (which the full path, under the
-    /// lock, settles or reports), a closed store. Never calls out of the store.
+    /// `.tooLarge`, having copied nothing, for a value larger than `buffer`, and `.fallBack` for
+    /// everything else: a record that is not mapped or not yet written, any failed check (which
+    /// the full path, under the lock, settles or reports), a closed store. Never calls out of the
+    /// store.
     func copyValueWithoutLock(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> QuickRead {
+        var expiresAt: UInt64?
+        return copyEntryWithoutLock(key: key, into: buffer, expiresAt: &expiresAt)
+    }
+
+    /// ``copyValueWithoutLock(key:into:)``, and the expiry of the record the value was read from
+    /// (nil: it never expires), for listings of entries; first starts loading the index lines of
+    /// `ahead`, a key the caller reads next (``KeyIndex/prefetchWithoutLock(_:)``).
+    @inline(__always)
+    func copyEntryWithoutLock(
+        key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?,
+        prefetching ahead: UnsafeRawBufferPointer? = nil
+    ) -> QuickRead {
         state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
             guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
+            if let ahead { shared.index.prefetchWithoutLock(ahead) }
             // A batch changes several entries: a get that overlaps the change (the version is odd
             // meanwhile, or differs after) could see part of it, so it asks under the lock, where
             // a batch is all or nothing.
             let version = shared.batchVersion.load(ordering: .acquiring)
             guard version & 1 == 0 else { return .fallBack }
-            let found = probeAndCopy(key: key, into: buffer, shared: shared)
+            let found = probeAndCopy(key: key, into: buffer, shared: shared, expiresAt: &expiresAt)
             atomicMemoryFence(ordering: .acquiring)
             return shared.batchVersion.load(ordering: .relaxed) == version ? found : .fallBack
         } }
@@ -140,7 +156,9 @@ extension CaskStore {
 
     /// ``copyValueWithoutLock(key:into:)`` inside the reader registry, once a batch is ruled out.
     @inline(__always)
-    private func probeAndCopy(key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState) -> QuickRead {
+    private func probeAndCopy(
+        key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState, expiresAt: inout UInt64?
+    ) -> QuickRead {
         var valid: ValidRecord?
         var dictionary: UnsafeRawBufferPointer?
         // The entries on the key's path whose hash bits match, in order: the first is the key's
@@ -168,15 +186,16 @@ extension CaskStore {
         }
         guard let valid else { return .fallBack }
         let header = valid.header
+        guard header.valueLength <= buffer.count else { return .tooLarge(length: header.valueLength) }
+        expiresAt = header.expiresAt
         if header.usesDictionary {
             // A dictionary that could not be loaded: the locked path reports it.
-            guard header.valueLength <= buffer.count, let dictionary,
+            guard let dictionary,
                   LZ4BlockExpander.expand(
                     valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]), dictionary: dictionary)
             else { return .fallBack }
         } else if header.isCompressed {
-            guard header.valueLength <= buffer.count,
-                  LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
+            guard LZ4BlockExpander.expand(valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]))
             else { return .fallBack }
         } else {
             guard valid.payload.count <= buffer.count else { return .fallBack }

@@ -93,6 +93,7 @@ extension CaskStore {
                         }
                     }
                     shared.expiries.set(key, expiresAt: isPut ? record.expiresAt : nil, seq: record.seq)
+                    if isPut && record.expiresAt != nil { shared.noteExpiries() }
                 }
             }
             for (id, end) in plan.ends {
@@ -146,6 +147,7 @@ extension CaskStore {
             }
             shared.stats = SegmentAccounting(fresh.stats.values)
             shared.expiries = fresh.expiries
+            shared.noteExpiries()
         }
         return result
     }

@@ -237,6 +237,7 @@ extension CaskStore {
                     let location = isBatch ? w.locations[position] : single
                     let old = type == .put ? shared.index.upsert(key, location) : shared.index.remove(key)
                     shared.expiries.set(key, expiresAt: type == .put ? expiresAt : nil, seq: firstSeq + UInt64(position))
+                    if type == .put && expiresAt != nil { shared.noteExpiries() }
                     if let old { shared.stats.update(UInt64(old.segmentID)) { $0.removeLive(bytes: old.length) } }
                     shared.stats.update(UInt64(segmentID)) {
                         $0.append(seq: firstSeq + UInt64(position), valueLength: value.count, length: Int(location.length), live: type == .put)

@@ -65,12 +65,24 @@ public final class CaskStore: Sendable {
         /// lock), even otherwise: gets without the lock check it on both sides of their probe
         /// (``CaskStore/copyValueWithoutLock(key:into:)``), so that they too see a batch whole.
         let batchVersion = Atomic<UInt64>(0)
+        /// Set once `expiries` held a key (``noteExpiries()``), never cleared: the one thing about
+        /// expiries that listings without the lock may ask (they filter expired keys only if it is
+        /// set). After `batchVersion`, which every get loads: stored once in a store's life.
+        let expiriesUsed: Atomic<Bool>
+
+        /// Sets ``expiriesUsed`` if `expiries` holds a key: after every change that may give a key
+        /// an expiry, under the exclusive lock.
+        @inline(__always)
+        func noteExpiries() {
+            if !expiries.isEmpty && !expiriesUsed.load(ordering: .relaxed) { expiriesUsed.store(true, ordering: .releasing) }
+        }
 
         init(index: KeyIndex, segments: SegmentTable, stats: SegmentAccounting, expiries: ExpiryTable) {
             self.index = index
             self.segments = segments
             self.stats = stats
             self.expiries = expiries
+            expiriesUsed = Atomic(!expiries.isEmpty)
         }
     }
 

@@ -9,21 +9,21 @@ import Foundation
 import XCTest
 
 final class ConcurrencyExamples: XCTestCase {
-    /// "Concurrency": the example at docs/concurrency.md:44.
+    /// "Concurrency": the example at docs/concurrency.md:47.
     func testConcurrency() async throws {
         try await Example.run { example in
             let store = try example.openStore()
             let draft = example.draft
-#sourceLocation(file: "docs/concurrency.md", line: 43)
+#sourceLocation(file: "docs/concurrency.md", line: 46)
 var batch = WriteBatch(); batch.put("drafts/ada/1002", Array("hello".utf8))
 #sourceLocation()
-#sourceLocation(file: "docs/concurrency.md", line: 45)
+#sourceLocation(file: "docs/concurrency.md", line: 48)
    try await store.suspending.put("session/42", Array("token=abc".utf8))   // durable on return in .fsync
    try await store.suspending.set(draft, forKey: "drafts/ada/1001")
    try await store.suspending.write(batch)
    try await store.suspending.sync()
 #sourceLocation()
-#sourceLocation(file: "docs/concurrency.md", line: 51)
+#sourceLocation(file: "docs/concurrency.md", line: 54)
    XCTAssertEqual(try store.get(Draft.self, forKey: "drafts/ada/1001"), draft)
    XCTAssertEqual(try store.get("drafts/ada/1002"), Array("hello".utf8))
 #sourceLocation()
