@@ -305,6 +305,50 @@ final class ObjectsCodingTests: XCTestCase {
         }
     }
 
+    /// Arrays of any other element type are read and written by the coder itself, past
+    /// `Array.init(from:)` and `Array.encode(to:)`: the bytes, the values and the errors must be
+    /// those of the general path (an unkeyed container, element by element).
+    func testArraysOfAnyElementMatchTheGeneralPath() throws {
+        func check<Element: Codable & Equatable>(_ elements: [Element], line: UInt = #line) throws {
+            let shortcut = try CaskBinaryEncoder().encode(elements)
+            let general = try CaskBinaryEncoder().encode(ThroughUnkeyed(elements))
+            XCTAssertEqual(shortcut, general, "the bytes differ", line: line)
+            XCTAssertEqual(try CaskBinaryDecoder().decode([Element].self, from: general), elements, line: line)
+            XCTAssertEqual(try CaskBinaryDecoder().decode(ThroughUnkeyed<Element>.self, from: shortcut).elements, elements, line: line)
+            // Inside a keyed container too, where the array is a field among others.
+            let wrapped = ["before": [Element](), "list": elements, "after": elements.reversed()]
+            XCTAssertEqual(try binaryRoundTrip(wrapped), wrapped, line: line)
+        }
+        try check([Nested]())
+        try check([Nested(title: "one", count: 1)])
+        try check((0..<10_000).map { Nested(title: "item \($0)", count: $0) })  // a length of several varint bytes
+        try check([Nested?.none, Nested(title: "b", count: 2), nil])
+        try check([[Nested](), [Nested(title: "x", count: -1)], []])
+        try check([[[Nested(title: "deep", count: 3)]]])
+        try check([Shape.circle(radius: 1), .point, .labeled(name: "l", inner: Nested(title: "i", count: 0))])
+        try check([Int16(1), -2, .max])  // integers of other widths: element by element
+        try check([Set(["a"]), []])
+        try check([Profile.sample(1), Profile.sample(2)])
+        // An element that fails is named by its index, under the array's key.
+        struct Counted: Codable { var count: Int8 }
+        let bytes = try CaskBinaryEncoder().encode(["lists": [[Nested(title: "a", count: 1)], [Nested(title: "b", count: 2), Nested(title: "c", count: 300)]]])
+        XCTAssertThrowsError(try CaskBinaryDecoder().decode([String: [[Counted]]].self, from: bytes)) { error in
+            guard case DecodingError.typeMismatch(_, let context) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(describeCodingPath(context.codingPath), "lists[1][1].count")
+        }
+        // A null where an array of structs is expected reads as the general path reads it.
+        XCTAssertThrowsError(try CaskBinaryDecoder().decode([String: [Nested]].self, from: try CaskBinaryEncoder().encode(["list": [Nested]?.none]))) { error in
+            guard case DecodingError.valueNotFound(_, let context) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(describeCodingPath(context.codingPath), "list")
+        }
+        // Nesting is limited on the shortcut as on the general path.
+        XCTAssertThrowsError(try CaskBinaryEncoder().encode(ArrayTower(depth: 257))) { error in
+            guard case EncodingError.invalidValue(_, let context) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(context.debugDescription.contains("nested more than 256"), context.debugDescription)
+        }
+        XCTAssertEqual(try binaryRoundTrip(ArrayTower(depth: 256)), ArrayTower(depth: 256))
+    }
+
     func testUserInfoReachesTheModel() throws {
         let key = CodingUserInfoKey(rawValue: "unit")!
         let encoder = CaskBinaryEncoder()
@@ -459,4 +503,56 @@ struct Backwards: Codable, Equatable {
         a = try container.decode(Int.self, forKey: .a)
         XCTAssertEqual(container.allKeys.map(\.stringValue), ["a", "b", "c"])
     }
+}
+
+/// Its elements through an unkeyed container, one by one: the general path that the coder's own
+/// handling of arrays must match.
+struct ThroughUnkeyed<Element: Codable>: Codable {
+    var elements: [Element]
+
+    init(_ elements: [Element]) { self.elements = elements }
+
+    init(from decoder: any Decoder) throws {
+        var container = try decoder.unkeyedContainer()
+        var elements: [Element] = []
+        while !container.isAtEnd { elements.append(try container.decode(Element.self)) }
+        self.elements = elements
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.unkeyedContainer()
+        for element in elements { try container.encode(element) }
+    }
+}
+
+/// Arrays of arrays around an integer, `depth` containers deep: each level an array of one element.
+struct ArrayTower: Codable, Equatable {
+    indirect enum Level: Codable, Equatable {
+        case leaf(Int)
+        case array([Level])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let leaf = try? container.decode(Int.self) { self = .leaf(leaf) } else { self = .array(try container.decode([Level].self)) }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .leaf(let value): try container.encode(value)
+            case .array(let levels): try container.encode(levels)
+            }
+        }
+    }
+
+    var levels: [Level]
+
+    init(depth: Int) {
+        var level = Level.leaf(depth)
+        for _ in 1..<depth { level = .array([level]) }
+        levels = [level]
+    }
+
+    init(from decoder: any Decoder) throws { levels = try [Level](from: decoder) }
+    func encode(to encoder: any Encoder) throws { try levels.encode(to: encoder) }
 }

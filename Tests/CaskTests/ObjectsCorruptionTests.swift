@@ -73,6 +73,36 @@ final class ObjectsCorruptionTests: XCTestCase {
     }
 
     /// Nesting far deeper than the limit, built by hand: refused at the limit, not a stack overflow.
+    /// The decoder's own UTF-8 check (it allocates nothing) accepts exactly what the standard
+    /// library's validation accepts: every sequence of one and two bytes, every three-byte
+    /// sequence whose first byte is 0xE0 or above, and random longer ones around the edges of the
+    /// multi-byte forms.
+    func testUTF8CheckAgreesWithTheStandardLibrary() {
+        func agrees(_ bytes: [UInt8]) -> Bool {
+            let ours = bytes.withUnsafeBytes { ObjectReader.isValidUTF8($0) }
+            return ours == (String(validating: bytes, as: UTF8.self) != nil)
+        }
+        var disagreements: [[UInt8]] = []
+        for a in 0...255 {
+            if !agrees([UInt8(a)]) { disagreements.append([UInt8(a)]) }
+            for b in 0...255 where !agrees([UInt8(a), UInt8(b)]) { disagreements.append([UInt8(a), UInt8(b)]) }
+        }
+        for a in 0xE0...0xFF {  // the three-byte leads, and those that start no three-byte form
+            for b in 0...255 {
+                for c in stride(from: 0, through: 255, by: 1) where !agrees([UInt8(a), UInt8(b), UInt8(c)]) {
+                    disagreements.append([UInt8(a), UInt8(b), UInt8(c)])
+                }
+            }
+        }
+        var random = SeededGenerator(seed: 0x0DF8)
+        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+        for _ in 0..<100_000 {
+            let bytes = (0..<(1 + Int(random.next() % 9))).map { _ in interesting[Int(random.next() % UInt64(interesting.count))] }
+            if !agrees(bytes) { disagreements.append(bytes) }
+        }
+        XCTAssertEqual(disagreements.count, 0, "first disagreements: \(disagreements.prefix(5))")
+    }
+
     func testDeepNestingIsRefused() {
         for depth in [300, 100_000] {
             // Innermost first, built backwards: an empty array, then each level an array tag with

@@ -55,6 +55,51 @@ final class ObjectsStoreTests: XCTestCase {
         try reopened.close()
     }
 
+    /// A get decodes the value where it was read — a buffer on the stack for small values, the
+    /// segment's mapping for large ones, a scratch buffer for large compressed ones, a copy out of
+    /// the write buffer in `.buffered` mode — through every read of the object API.
+    func testObjectsDecodeWhereverTheirBytesAreRead() throws {
+        struct Blob: Codable, Equatable, Sendable { var name: String; var bytes: Data }
+        var random = SeededGenerator(seed: 16)
+        let small = Profile.sample(5)
+        let compressible = Everything()  // 20,000 repeated characters: stored compressed
+        let incompressible = Blob(name: "noise", bytes: Data(random.bytes(8_000)))
+        for durability in Durability.allCases {
+            for cache in [nil, CaskStore.ObjectCacheLimit(maxEntries: 16)] as [CaskStore.ObjectCacheLimit?] {
+                let dir = TemporaryDirectory("cask-objects-reads")
+                defer { dir.remove() }
+                var options = CaskStore.Options(durability: durability)
+                options.objects = CaskStore.ObjectOptions(cache: cache)
+                for reopen in [false, true] {
+                    let store = try CaskStore.open(at: dir.path, options: options)
+                    if !reopen {
+                        try store.set(small, forKey: "a/small")
+                        try store.set(compressible, forKey: "b/compressible")
+                        try store.set(incompressible, forKey: "c/incompressible")
+                    }
+                    let what = "\(durability), cache \(cache != nil), reopened \(reopen)"
+                    XCTAssertGreaterThan(try store.get("c/incompressible")!.count, 8_000, what)
+                    for _ in 0..<2 {  // the second time from the cache, if there is one
+                        XCTAssertEqual(try store.get(Profile.self, forKey: "a/small"), small, what)
+                        XCTAssertEqual(try store.get(Everything.self, forKey: "b/compressible"), compressible, what)
+                        XCTAssertEqual(try store.get(Blob.self, forKey: "c/incompressible"), incompressible, what)
+                        XCTAssertEqual(try store.get(uncached: Blob.self, forKey: "c/incompressible"), incompressible, what)
+                        XCTAssertEqual(try store.get(uncached: Everything.self, forKey: "b/compressible"), compressible, what)
+                        XCTAssertEqual(try store.values(of: Blob.self, prefix: "c/").map(\.value), [incompressible], what)
+                        XCTAssertEqual(try store.values(uncached: Profile.self, prefix: "a/").map(\.value), [small], what)
+                        XCTAssertNil(try store.get(uncached: Profile.self, forKey: "absent"), what)
+                    }
+                    // A record that does not decode as the type asked for names the key, whatever the read.
+                    XCTAssertThrowsError(try store.get(uncached: Profile.self, forKey: "c/incompressible"), what) { error in
+                        guard case .objectDecodingFailed(let key, _, _, _) = error as? CaskError else { return XCTFail("\(error)") }
+                        XCTAssertEqual(key, "c/incompressible")
+                    }
+                    try store.close()
+                }
+            }
+        }
+    }
+
     func testStoreWideCoderOption() throws {
         let dir = TemporaryDirectory("cask-objects-json")
         let store = try open(dir, coder: .json)

@@ -156,7 +156,48 @@ final class BinaryDecoderCore {
         defer {
             if path.count == depth + 1 { path.removeLast() } else if path.count > depth { path.removeSubrange(depth...) }
         }
+        // An array of any other Decodable: its elements read here, into an array sized once,
+        // rather than through `Array.init(from:)` and an unkeyed container (an existential box and
+        // a reallocation per doubling). An array is one word: the size test spares other types
+        // the conformance lookup.
+        if header.major == .array, MemoryLayout<T>.size == MemoryLayout<[Int]>.size,
+           let array = T.self as? any ObjectDecodableArray.Type {
+            return try decodeArray(array, as: T.self, header)
+        }
         return try T(from: BinaryDecoderSlot(core: self, offset: header.offset, pathCount: path.count))
+    }
+
+    /// `A` is `T` (an array type found by ``decodeValue(_:_:pathCount:extra:key:)``).
+    private func decodeArray<A: ObjectDecodableArray, T>(_ array: A.Type, as type: T.Type, _ header: ObjectHeader) throws -> T {
+        unsafeBitCast(try A.decodeElements(self, header), to: T.self)  // Safe: A is T, cast by the caller.
+    }
+
+    /// The elements of the unkeyed container `header` as `Element`s, each under its index on the
+    /// coding path (which already ends with the array's key), as `Array.init(from:)` reads them.
+    func decodeElements<Element: Decodable>(_ header: ObjectHeader, as type: Element.Type) throws -> [Element] {
+        var count = 0
+        var position = header.contentStart
+        do throws(ObjectFault) {
+            while position < header.end {
+                position = try reader.header(at: position, limit: header.end).end
+                count += 1
+            }
+        } catch {
+            throw decodingError(error, type: [Element].self, codingPath: path)
+        }
+        var elements: [Element] = []
+        elements.reserveCapacity(count)  // at most one element per byte of the input
+        let pathCount = path.count
+        position = header.contentStart
+        while position < header.end {
+            let element: ObjectHeader
+            do throws(ObjectFault) { element = try reader.header(at: position, limit: header.end) } catch {
+                throw decodingError(error, type: Element.self, codingPath: codingPath(pathCount, [], ObjectIndexKey(elements.count)))
+            }
+            elements.append(try decodeValue(Element.self, element, pathCount: pathCount, extra: [], key: ObjectIndexKey(elements.count)))
+            position = element.end
+        }
+        return elements
     }
 
     /// The types read straight from a value rather than through `init(from:)`. (An enum, not an
@@ -380,5 +421,16 @@ final class BinaryDecoderCore {
         case .typeMismatch: .typeMismatch(type, context)
         case .null: .valueNotFound(type, context)
         }
+    }
+}
+
+/// Arrays whose elements the decoder reads itself (``BinaryDecoderCore/decodeElements(_:as:)``).
+protocol ObjectDecodableArray {
+    static func decodeElements(_ core: BinaryDecoderCore, _ header: ObjectHeader) throws -> Self
+}
+
+extension Array: ObjectDecodableArray where Element: Decodable {
+    static func decodeElements(_ core: BinaryDecoderCore, _ header: ObjectHeader) throws -> [Element] {
+        try core.decodeElements(header, as: Element.self)
     }
 }

@@ -97,6 +97,12 @@ final class BinaryEncoderCore {
 
     /// Hands the value a slot and lets it encode itself.
     func encodeComposite<T: Encodable>(_ value: T, key: (any CodingKey)?) throws {
+        // An array of any other Encodable: its elements written here, as `Array.encode(to:)` would
+        // write them, without its unkeyed container (an existential box) and the protocol calls.
+        // An array is one word: the size test spares other types the conformance lookup.
+        if MemoryLayout<T>.size == MemoryLayout<[Int]>.size, let array = T.self as? any ObjectEncodableArray.Type {
+            return try encodeArray(value, as: array, key: key)
+        }
         let pathCount = path.count
         if let key { path.append(key) }
         nextID &+= 1  // Safe: ids only need to differ among live slots and frames; wrapping is harmless.
@@ -113,6 +119,31 @@ final class BinaryEncoderCore {
             // A value that encoded nothing reads back as an empty keyed container, as in JSON.
             writer.append(ObjectFormat.emptyObject)
         }
+    }
+
+    /// `A` is `T` (an array type found by ``encodeComposite(_:key:)``).
+    private func encodeArray<T, A: ObjectEncodableArray>(_ value: T, as array: A.Type, key: (any CodingKey)?) throws {
+        try unsafeBitCast(value, to: A.self).encodeElements(self, key: key)  // Safe: A is T, cast by the caller.
+    }
+
+    /// An unkeyed container of `elements`, each under its index on the coding path, opened and
+    /// closed here: the bytes `Array.encode(to:)` writes through a slot.
+    func encodeElements<Element: Encodable>(_ elements: [Element], key: (any CodingKey)?) throws {
+        let pathCount = path.count
+        if let key { path.append(key) }
+        defer { while path.count > pathCount { path.removeLast() } }
+        guard let frame = startFrame(.array, codingPath: path) else { throw failure! }
+        // An index loop: unspecialized, `enumerated()` costs a metadata lookup per element.
+        var index = 0
+        while index < elements.count {
+            // An element's containers are closed lazily: close them before the next element.
+            if frames.count > frame.depth + 1 { closeFrames(downTo: frame.depth + 1) }
+            frames[frame.depth].count += 1
+            try encodeValue(elements[index], key: ObjectIndexKey(index))
+            index += 1
+        }
+        if failed { throw failure! }
+        closeFrames(downTo: frame.depth)
     }
 
     /// Runs `body` with `extra` (the keys of nested containers) on the coding path.
@@ -371,5 +402,16 @@ final class BinaryEncoderCore {
 
     func failQuietly(_ message: String, _ codingPath: [any CodingKey]) {
         _ = fail(message, codingPath)
+    }
+}
+
+/// Arrays whose elements the encoder writes itself (``BinaryEncoderCore/encodeElements(_:key:)``).
+protocol ObjectEncodableArray {
+    func encodeElements(_ core: BinaryEncoderCore, key: (any CodingKey)?) throws
+}
+
+extension Array: ObjectEncodableArray where Element: Encodable {
+    func encodeElements(_ core: BinaryEncoderCore, key: (any CodingKey)?) throws {
+        try core.encodeElements(self, key: key)
     }
 }

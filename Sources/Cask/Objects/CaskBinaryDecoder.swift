@@ -29,6 +29,12 @@ public final class CaskBinaryDecoder {
         return try Array(bytes).withUnsafeBytes { try core.decode(type, from: $0) }
     }
 
+    /// Decodes a `T` from `bytes` (the overload an array of bytes takes, with no generic
+    /// dispatch over the collection).
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try bytes.withUnsafeBytes { try core.decode(type, from: $0) }
+    }
+
     /// Decodes a `T` from raw bytes, which need to stay valid only for the call.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws -> T {
         try core.decode(type, from: bytes)

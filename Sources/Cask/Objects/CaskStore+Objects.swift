@@ -84,8 +84,9 @@ extension CaskStore {
     /// and otherwise what `get` throws. Never uses the decoded-object cache: for types that are not
     /// `Sendable`, whose decoded values the cache cannot share between threads.
     public func get<T: Decodable>(uncached type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
-        guard let bytes = try get(key) else { return nil }
-        return try decodeObject(T.self, from: bytes, key: key, coder: coder ?? options.objects.coder)
+        try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
+            try readObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder)?.value
+        }
     }
 
     /// The overload generic code over `T: Decodable` reaches: it works, but cannot use the
@@ -120,8 +121,8 @@ extension CaskStore {
         var result: [(key: String, value: T)] = []
         for key in try keys(prefix: Array(prefix.utf8)) {
             let name = String(decoding: key, as: UTF8.self)
-            guard let bytes = try get(key) else { continue }
-            result.append((name, try decodeObject(T.self, from: bytes, key: name, coder: coder)))
+            let value = try key.withBytes { (keyBytes) throws(CaskError) in try readObject(T.self, key: keyBytes, name: name, coder: coder) }
+            if let value { result.append((name, value.value)) }
         }
         return result
     }
@@ -198,8 +199,7 @@ extension CaskStore {
     /// stamp is older than the key's current location is never served.
     func cachedObject<T: Decodable & Sendable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder) throws(CaskError) -> T? {
         guard let cache = objects.cache else {
-            guard let bytes = try read(key: key) else { return nil }
-            return try decodeObject(T.self, from: bytes, key: name, coder: coder)
+            return try readObject(T.self, key: key, name: name, coder: coder)?.value
         }
         let location = try state.read { (shared) throws(CaskError) -> RecordLocation? in
             if shared.closed { throw CaskError.closed }
@@ -213,17 +213,32 @@ extension CaskStore {
         if let cached = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder), let hit = cached as? T {
             return hit
         }
-        guard let bytes = try read(key: key) else { return nil }
-        let value = try decodeObject(T.self, from: bytes, key: name, coder: coder)
-        cache.insert(value, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: bytes.count)
+        guard let (value, size) = try readObject(T.self, key: key, name: name, coder: coder) else { return nil }
+        cache.insert(value, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: size)
         return value
     }
 
-    func decodeObject<T: Decodable>(_ type: T.Type, from bytes: [UInt8], key: String, coder: ObjectCoder) throws(CaskError) -> T {
+    /// Reads the value of `key` and decodes it where it was read (the segment's mapping or a
+    /// buffer on the stack, see ``withValue(_:_:)-(Collection<UInt8>,_)``), with no intermediate
+    /// array; returns it with its encoded size, or nil when the key is absent.
+    func readObject<T: Decodable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder) throws(CaskError) -> (value: T, size: Int)? {
+        var value: T?
+        var failure: CaskError?
+        var size = 0
+        try visitValue(key: key) { bytes in
+            size = bytes.count
+            do throws(CaskError) { value = try decodeObject(T.self, from: bytes, key: name, coder: coder) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        guard let value else { return nil }
+        return (value, size)
+    }
+
+    func decodeObject<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, key: String, coder: ObjectCoder) throws(CaskError) -> T {
         do {
             switch coder {
             case .binary:
-                return try objects.withDecoder { core in try bytes.withUnsafeBytes { try core.decode(T.self, from: $0) } }
+                return try objects.withDecoder { core in try core.decode(T.self, from: bytes) }
             case .json:
                 return try JSONDecoder().decode(T.self, from: Data(bytes))
             case .propertyList:

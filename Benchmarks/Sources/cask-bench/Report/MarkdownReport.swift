@@ -15,11 +15,14 @@ struct MarkdownReport {
     /// Groups drawn and tabled with every engine; Cask-only figures get their own section.
     private static let tabled: Set<String> = Set(WorkloadName.keyValue)
 
-    /// Whether the run measured any key-value workload (an `--only objects` run did not: no summary, no targets).
+    /// Whether the run measured any key-value workload (an `--only objects` run did not: no summary).
     private var hasKeyValue: Bool { results.groups.contains { Self.tabled.contains($0.workload) } }
 
     /// Whether the run measured the command-line tool (issue 24).
     private var hasTool: Bool { results.groups.contains { WorkloadName.tool.contains($0.workload) } }
+
+    /// Whether the run measured the objects workloads (issue 4; their targets are issue 23's item 16).
+    private var hasObjects: Bool { results.groups.contains { $0.workload.hasPrefix("objects_") } }
 
     func write(to folder: String) throws -> String {
         try FileManager.default.createDirectory(atPath: folder + "/charts", withIntermediateDirectories: true)
@@ -109,7 +112,7 @@ struct MarkdownReport {
             md += "Treat differences smaller than the ranges as noise.\n\n"
         }
         if hasKeyValue { md += "![Cask ÷ best peer](charts/summary.svg)\n\n" + overviewTable }
-        if hasKeyValue || hasTool { md += targetsSection }
+        if hasKeyValue || hasTool || hasObjects { md += targetsSection }
         md += perWorkloadSection + toolSection + objectsSection + caskSection + allocationSection + modesSection + workloadsSection
         if !results.failures.isEmpty {
             md += "## Failures\n\n" + results.failures.map { "- \($0)\n" }.joined() + "\n"

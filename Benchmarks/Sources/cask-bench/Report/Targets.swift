@@ -206,6 +206,19 @@ struct Target: Sendable {
         caskField("backup", "otherfs", "vs_cp", "vs_cp", "backup onto another file system ÷ cp -r of the same files", .atLeast(0.8),
                   "cp's seconds ÷ backup's, onto tmpfs, median of the runs' ratios")
 
+        // Issue 23, item 16: objects at memory speed — a get is a raw read plus a decode.
+        versus("objects_get", "read", "files-json", metric: "vs_files_json", name: "objects_get ÷ one JSON file per object (`files-json`)", bound: 10)
+        let objectGets = results.summary("cask", "objects_get", "read"), rawReads = results.summary("cask", "readrandom", "read")
+        targets.append(Target(workload: "objects_get", mode: "read", metric: "vs_readrandom", name: "objects_get ÷ Cask's raw readrandom", kind: .atLeast(0.2),
+                              value: objectGets.flatMap { gets in rawReads.map { gets.opsPerSecond / $0.opsPerSecond } },
+                              detail: objectGets.flatMap { gets in rawReads.map { "objects_get \(Format.rate(gets.opsPerSecond)) ÷ readrandom \(Format.rate($0.opsPerSecond)) ops/s" } } ?? "",
+                              unit: "×", cask: objectGets?.opsPerSecond, peer: rawReads == nil ? nil : "cask-readrandom", peerValue: rawReads?.opsPerSecond))
+        versus("objects_decode", "memory", "json", metric: "vs_json", name: "objects_decode ÷ `JSONDecoder`", bound: 8)
+        versus("objects_encode", "memory", "json", metric: "vs_json", name: "objects_encode ÷ `JSONEncoder`", bound: 8)
+        targets.append(Target(workload: "objects_decode", mode: "memory", metric: "allocs_per_op", name: "allocations per decoded profile", kind: .atMost(4),
+                              value: results.summary("cask", "objects_decode", "memory")?.median(of: "allocs_per_op"),
+                              detail: "heap allocations of the decoding thread ÷ decodes", unit: "allocs"))
+
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))
         targets.append(Target(workload: "fillrandom", mode: "nosync", metric: "disk_vs_user_data", name: "disk after fillrandom ÷ user data", kind: .atMost(0.9),
