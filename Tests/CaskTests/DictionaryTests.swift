@@ -289,6 +289,35 @@ final class DictionaryTests: XCTestCase {
         }
     }
 
+    /// `recover` with the dictionary file gone: every record that needs it is named as dropped, the
+    /// originals are in the repair's backup, and putting the file and the segments back restores all.
+    func testRecoverWithoutTheDictionaryKeepsTheOriginalsInItsBackup() throws {
+        let (directory, model) = try storeUsingTheDictionary()
+        let dictionary = directory.appending("0000000001.dict")
+        let saved = try Data(contentsOf: URL(fileURLWithPath: dictionary))
+        try FileManager.default.removeItem(atPath: dictionary)
+        let backup = directory.path + "-repair-backup"
+        defer { try? FileManager.default.removeItem(atPath: backup) }
+        let report = try CaskStore.repair(at: directory.path, backupDirectory: backup)
+        XCTAssertEqual(report.recordsDropped, model.count, "\(report)")
+        XCTAssertTrue(report.changes.contains { $0.reason.contains("dictionary 1") || $0.droppedRanges.contains { $0.reason.contains("dictionary 1") } }, "\(report)")
+        let repaired = try CaskStore.open(at: directory.path, options: .readOnly)
+        XCTAssertEqual(repaired.count, 0)
+        try repaired.close()
+        XCTAssertTrue(try CaskStore.verify(at: directory.path).damagedRanges.isEmpty)
+        // The way back: the dictionary and the segments from the backup.
+        for name in try FileManager.default.contentsOfDirectory(atPath: backup) where name.hasSuffix(".cask") {
+            let target = directory.appending(name)
+            try? FileManager.default.removeItem(atPath: target)
+            try FileManager.default.copyItem(atPath: backup + "/" + name, toPath: target)
+            try? FileManager.default.removeItem(atPath: directory.appending(String(name.dropLast(5)) + ".hint"))
+        }
+        try saved.write(to: URL(fileURLWithPath: dictionary))
+        let restored = try CaskStore.open(at: directory.path, options: .readOnly)
+        try assertReads(restored, model)
+        try restored.close()
+    }
+
     func testStatAndDumpShowTheDictionaries() throws {
         let (directory, _) = try storeUsingTheDictionary()
         let stat = try ToolTests.cask(["stat", directory.path, "--json"])
