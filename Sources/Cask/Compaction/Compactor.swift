@@ -98,7 +98,8 @@ struct Compactor {
               let dictionary = try? dictionaries.add(content: trained.content, ratio: trained.ratio)
         else { return }
         writer.withLock { w in
-            guard !w.closed else { return }
+            // Only the newest: a training that finished first must not replace a later one's.
+            guard !w.closed, dictionaries.current?.id == dictionary.id else { return }
             w.adopt(dictionary, expectedRatio: trained.ratio, options: options.dictionaries)
         }
     }
@@ -268,7 +269,8 @@ struct Compactor {
         try retire(inputs)
         // A dictionary that only the inputs named is no longer needed (never the current one).
         let named = state.read { shared in shared.segments.dictionaryIDs }
-        try? dictionaries.removeUnused(listed: dictionaries.loadedIDs, named: named)
+        let wanted = writer.withLock { $0.dictionaryForNewSegments?.id }
+        try? dictionaries.removeUnused(listed: dictionaries.loadedIDs, named: named, keeping: wanted)
         if let sampler = recompression.sampler { train(from: sampler, replacing: recompression.dictionary) }
         result.segmentsWritten = outputs.count
         result.bytesAfter = outputs.reduce(0) { $0 + $1.length }

@@ -27,7 +27,8 @@ extension CaskStore {
                   let dictionary = try? dictionaries.add(content: trained.content, ratio: trained.ratio)
             else { return }
             writer.withLock { w in
-                guard !w.closed else { return }
+                // Only the newest: a training that finished first must not replace a later one's.
+                guard !w.closed, dictionaries.current?.id == dictionary.id else { return }
                 w.adopt(dictionary, expectedRatio: trained.ratio, options: options)
             }
         }

@@ -128,12 +128,13 @@ package final class DictionaryCatalog: Sendable {
     /// The ids of the dictionaries loaded (or found unusable) so far.
     package var loadedIDs: [UInt32] { state.withLock { Array($0.loaded.keys) } }
 
-    /// Deletes the dictionary files of `listed` that no segment names (`named`) and that are not
-    /// current, then syncs the directory. For a writer, after a compaction retired segments or at
+    /// Deletes the dictionary files of `listed` that no segment names (`named`), that are not
+    /// current and that the writer is not about to name (`keeping`: its dictionary for new
+    /// segments), then syncs the directory. For a writer, after a compaction retired segments or at
     /// open; a file that is already gone is no error.
-    package func removeUnused(listed: [UInt32], named: Set<UInt32>) throws(CaskError) {
+    package func removeUnused(listed: [UInt32], named: Set<UInt32>, keeping: UInt32? = nil) throws(CaskError) {
         let currentID = current?.id
-        let unused = listed.filter { !named.contains($0) && $0 != currentID }
+        let unused = listed.filter { !named.contains($0) && $0 != currentID && $0 != keeping }
         guard !unused.isEmpty else { return }
         do throws(Errno) {
             for id in unused {
