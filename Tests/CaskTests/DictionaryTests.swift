@@ -259,6 +259,12 @@ final class DictionaryTests: XCTestCase {
                 bytes[bytes.count / 2] ^= 0x01
                 try Data(bytes).write(to: URL(fileURLWithPath: path))
             }),
+            ("a link to it", { path in
+                // The very file, moved outside the store and linked back: never followed.
+                let outside = URL(fileURLWithPath: path).deletingLastPathComponent().path + "-outside.dict"
+                try FileManager.default.moveItem(atPath: path, toPath: outside)
+                try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: outside)
+            }),
             ("another dictionary", { path in
                 let other = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7) }
                 try Data(other.withUnsafeBytes { DictionaryFile.encode(id: 1, content: $0) }).write(to: URL(fileURLWithPath: path))
@@ -268,6 +274,7 @@ final class DictionaryTests: XCTestCase {
             let (directory, model) = try storeUsingTheDictionary()
             let dictionaryPath = directory.appending("0000000001.dict")
             try damage(dictionaryPath)
+            defer { try? FileManager.default.removeItem(atPath: directory.path + "-outside.dict") }
             let store = try CaskStore.open(at: directory.path, options: .readOnly)
             XCTAssertEqual(store.count, model.count, label)
             var failures = 0
