@@ -31,11 +31,7 @@ package final class RecordEncoder {
             scratch.count = 0
             var compressedLength = 0
             scratch.appendWithUnsafeSpace(allowed) { space in
-                if let dictionary {
-                    compressedLength = compressor.compress(value, into: space, dictionary: dictionary) ?? 0
-                } else {
-                    compressedLength = compressor.compress(value, into: space) ?? 0
-                }
+                compressedLength = compressor.compress(value, into: space, dictionary: dictionary) ?? 0
                 return compressedLength
             }
             if compressedLength > 0 {

@@ -18,29 +18,16 @@ package final class LZ4Compressor {
     /// The largest output `compress` can produce for `count` input bytes.
     package static func bound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
 
-    /// Compresses `source` into `destination` as one independent LZ4 block.
-    /// Returns the compressed size, or `nil` when it does not fit in `destination`.
-    package func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Int? {
-        guard source.count > 0, destination.count > 0 else { return nil }
-        LZ4_resetStream_fast(stream)
-        let written = LZ4_compress_fast_continue(
-            stream,
-            source.baseAddress!.assumingMemoryBound(to: CChar.self),
-            destination.baseAddress!.assumingMemoryBound(to: CChar.self),
-            Int32(source.count), Int32(destination.count), 1)
-        return written > 0 ? Int(written) : nil
-    }
-
-    /// Compresses `source` into `destination` as one LZ4 block that refers back into
-    /// `dictionary`'s content, so that it expands only with the same dictionary
-    /// (``LZ4Decompressor/decompress(_:into:dictionary:)``). Each block is independent of the ones
-    /// before it. Returns the compressed size, or `nil` when it does not fit in `destination`.
+    /// Compresses `source` into `destination` as one independent LZ4 block; with a `dictionary`, one
+    /// that refers back into its content, so that it expands only with the same dictionary
+    /// (``LZ4Decompressor/decompress(_:into:dictionary:)``). Returns the compressed size, or `nil`
+    /// when it does not fit in `destination`.
     package func compress(
-        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: LZ4Dictionary
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: LZ4Dictionary? = nil
     ) -> Int? {
         guard source.count > 0, destination.count > 0 else { return nil }
         LZ4_resetStream_fast(stream)
-        cask_lz4_attach_dictionary(stream, dictionary.loadedStream)
+        if let dictionary { cask_lz4_attach_dictionary(stream, dictionary.loadedStream) }
         let written = LZ4_compress_fast_continue(
             stream,
             source.baseAddress!.assumingMemoryBound(to: CChar.self),
@@ -51,7 +38,7 @@ package final class LZ4Compressor {
 }
 
 /// A dictionary's content in memory that never moves, and an LZ4 stream state with the content
-/// loaded (`LZ4_loadDict`) that compressors copy. Immutable after init, so it may be shared by
+/// loaded (`LZ4_loadDict`) that compressors attach by reference. Immutable after init, so it may be shared by
 /// any number of threads; the content stays valid as long as the object lives.
 package final class LZ4Dictionary: @unchecked Sendable {
     /// The content: at most 64 KiB (LZ4 refers back no further).
@@ -76,33 +63,25 @@ package final class LZ4Dictionary: @unchecked Sendable {
 }
 
 package enum LZ4Decompressor {
-    /// Decompresses one LZ4 block that must expand to exactly `destination.count` bytes.
-    /// Returns `false` for malformed input or a size mismatch; never reads or writes out of bounds.
-    package static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let src = source.baseAddress, source.count > 0 else { return destination.count == 0 }
-        guard let dst = destination.baseAddress else { return false }
-        let produced = LZ4_decompress_safe(
-            src.assumingMemoryBound(to: CChar.self),
-            dst.assumingMemoryBound(to: CChar.self),
-            Int32(source.count), Int32(destination.count))
-        // liblz4 takes a match offset of 0, which the block format does not allow (FORMAT.md, "LZ4").
-        return produced == Int32(destination.count) && !LZ4BlockExpander.hasZeroMatchOffset(source)
-    }
-
-    /// Decompresses one LZ4 block compressed against `dictionary`, which must expand to exactly
-    /// `destination.count` bytes. Matches may reach back into the dictionary's content; the same
-    /// rules hold otherwise. Returns `false` for malformed input or a size mismatch; never reads
-    /// or writes out of bounds.
+    /// Decompresses one LZ4 block that must expand to exactly `destination.count` bytes; with a
+    /// `dictionary` (the content a block was compressed against), matches may reach back into it,
+    /// the same rules holding otherwise. Returns `false` for malformed input or a size mismatch;
+    /// never reads or writes out of bounds.
     package static func decompress(
-        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: UnsafeRawBufferPointer
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, dictionary: UnsafeRawBufferPointer? = nil
     ) -> Bool {
         guard let src = source.baseAddress, source.count > 0 else { return destination.count == 0 }
-        guard let dst = destination.baseAddress, let dict = dictionary.baseAddress else { return false }
-        let produced = LZ4_decompress_safe_usingDict(
-            src.assumingMemoryBound(to: CChar.self),
-            dst.assumingMemoryBound(to: CChar.self),
-            Int32(source.count), Int32(destination.count),
-            dict.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
+        guard let dst = destination.baseAddress else { return false }
+        let input = src.assumingMemoryBound(to: CChar.self), output = dst.assumingMemoryBound(to: CChar.self)
+        let produced: Int32
+        if let dictionary {
+            guard let dict = dictionary.baseAddress else { return false }
+            produced = LZ4_decompress_safe_usingDict(
+                input, output, Int32(source.count), Int32(destination.count), dict.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
+        } else {
+            produced = LZ4_decompress_safe(input, output, Int32(source.count), Int32(destination.count))
+        }
+        // liblz4 takes a match offset of 0, which the block format does not allow (FORMAT.md, "LZ4").
         return produced == Int32(destination.count) && !LZ4BlockExpander.hasZeroMatchOffset(source)
     }
 }
