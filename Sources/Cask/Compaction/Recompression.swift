@@ -28,6 +28,12 @@ final class Recompression {
     private func sample(_ header: RecordHeader, payload: UnsafeRawBufferPointer, from input: SegmentFile) {
         guard header.type == .put, header.valueLength >= RecordEncoder.minimumCompressibleLength, sampler?.isFull == false else { return }
         guard header.isCompressed else { return sampler!.add(payload) }
+        guard expand(header, payload: payload, from: input) == nil else { return }
+        value.withUnsafeBytes { sampler!.add($0) }
+    }
+
+    /// Expands a compressed payload of `input` into ``value``; why it cannot be, if it cannot.
+    private func expand(_ header: RecordHeader, payload: UnsafeRawBufferPointer, from input: SegmentFile) -> String? {
         let valueLength = header.valueLength
         value.count = 0
         value.reserve(valueLength)
@@ -36,9 +42,8 @@ final class Recompression {
             problem = CaskStore.payloadProblem(
                 header, payload: payload, dictionary: input.dictionary, into: UnsafeMutableRawBufferPointer(rebasing: space[0..<valueLength]))
         }
-        guard problem == nil else { return }
-        value.count = valueLength
-        value.withUnsafeBytes { sampler!.add($0) }
+        if problem == nil { value.count = valueLength }
+        return problem
     }
 
     /// Compresses the record `bytes` (a whole valid record of `input`, at `offset`) again into
@@ -61,16 +66,9 @@ final class Recompression {
         record.count = 0
         let length: Int
         if header.isCompressed {
-            let valueLength = header.valueLength
-            value.count = 0
-            value.reserve(valueLength)
-            var problem: String?
-            value.withUnsafeMutableCapacity { space in
-                problem = CaskStore.payloadProblem(
-                    header, payload: payload, dictionary: input.dictionary, into: UnsafeMutableRawBufferPointer(rebasing: space[0..<valueLength]))
+            if let problem = expand(header, payload: payload, from: input) {
+                throw CaskError.corruptRecord(path: input.path, offset: Int64(offset), reason: problem)
             }
-            if let problem { throw CaskError.corruptRecord(path: input.path, offset: Int64(offset), reason: problem) }
-            value.count = valueLength
             length = value.withUnsafeBytes { expanded in
                 encoder.append(
                     type: .put, seq: header.seq, key: key, value: expanded, expiresAt: header.expiresAt, dictionary: dictionary?.lz4,
