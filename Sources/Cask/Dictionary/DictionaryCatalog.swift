@@ -93,27 +93,9 @@ package final class DictionaryCatalog: Sendable {
             throw CaskError.limitReached(path: directory, reason: "dictionary ids are exhausted (limit \(SegmentName.maxID))")
         }
         let path = directory + "/" + SegmentName.dictionary(UInt64(id))
-        let temporary = path + ".tmp"
         let dictionary = content.withBytes { CompressionDictionary(id: id, path: path, content: $0, ratio: ratio) }
-        let bytes = dictionary.fileBytes
         do throws(Errno) {
-            let file = try fileSystem.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
-            do throws(Errno) {
-                try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(file.descriptor, from: raw, at: 0) }
-                try fileSystem.fdatasync(file.descriptor)
-            } catch {
-                file.close()
-                try? fileSystem.unlink(temporary)
-                throw error
-            }
-            file.close()
-            do throws(Errno) {
-                try fileSystem.renameNoReplace(temporary, to: path)
-                try fileSystem.syncDirectory(directory)
-            } catch {
-                try? fileSystem.unlink(temporary)
-                throw error
-            }
+            try fileSystem.writeFileAtomically(path, directory: directory, bytes: dictionary.fileBytes, replacing: false)
         } catch {
             throw CaskError.from(error, operation: "write dictionary", path: path)
         }

@@ -307,10 +307,12 @@ extension FileSystem {
         try fsync(directory.descriptor)
     }
 
-    /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, directory fsync.
-    package func writeFileAtomically(_ path: String, directory: String, bytes: [UInt8]) throws(Errno) {
+    /// Writes `bytes` to `path` atomically: a temporary file, fsync, rename, directory fsync. Without
+    /// `replacing`, neither the temporary file nor `path` may exist (`O_EXCL`, `RENAME_NOREPLACE`):
+    /// nothing there is ever replaced, and `.exists` is thrown.
+    package func writeFileAtomically(_ path: String, directory: String, bytes: [UInt8], replacing: Bool = true) throws(Errno) {
         let temporary = path + ".tmp"
-        let file = try openFile(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        let file = try openFile(temporary, flags: O_WRONLY | O_CREAT | (replacing ? O_TRUNC : O_EXCL), mode: 0o600)
         do throws(Errno) {
             try bytes.withBytes { (raw) throws(Errno) in try writeAll(file.descriptor, from: raw, at: 0) }
             try fdatasync(file.descriptor)
@@ -321,7 +323,7 @@ extension FileSystem {
         }
         file.close()  // before the rename
         do throws(Errno) {
-            try rename(temporary, to: path)
+            if replacing { try rename(temporary, to: path) } else { try renameNoReplace(temporary, to: path) }
             try syncDirectory(directory)
         } catch {
             try? unlink(temporary)
