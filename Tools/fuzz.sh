@@ -41,7 +41,7 @@ scratch="${CASK_FUZZ_SCRATCH:-/tmp/cask-fuzz}"
 mkdir -p "$scratch"
 binary="$scratch/cask-fuzz"
 # The tool's JSON Lines reader and writer need nothing of the tool: they join the build.
-mapfile -t sources < <({ find Sources/Cask Tests/Fuzz -name '*.swift'; ls Tools/cask/ExportLineParser.swift Tools/cask/ExportLineParser+Cursor.swift Tools/cask/ExportLineWriter.swift Tools/cask/UTF8Sequence.swift Tools/cask/ByteScan.swift Tools/cask/ByteSink.swift; } | sort)
+mapfile -t sources < <({ find Sources/Cask Tests/Fuzz -name '*.swift'; ls Tools/cask/ExportLineParser.swift Tools/cask/ExportLineParser+Cursor.swift Tools/cask/ExportLineWriter.swift Tools/cask/ByteScan.swift Tools/cask/ByteSink.swift; } | sort)
 echo "== building $binary" >&2
 # The library's C files (CRC-32C with the CPU's instruction, `fallocate`; CCaskCPU's prefetch and
 # atomics are headers), then everything else.

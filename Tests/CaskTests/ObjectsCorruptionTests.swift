@@ -73,13 +73,13 @@ final class ObjectsCorruptionTests: XCTestCase {
     }
 
     /// Nesting far deeper than the limit, built by hand: refused at the limit, not a stack overflow.
-    /// The decoder's own UTF-8 check (it allocates nothing) accepts exactly what the standard
+    /// The decoder's UTF-8 check (`UTF8Sequence`, shared with the tool; it allocates nothing) accepts exactly what the standard
     /// library's validation accepts: every sequence of one and two bytes, every three-byte
     /// sequence whose first byte is 0xE0 or above, and random longer ones around the edges of the
     /// multi-byte forms.
     func testUTF8CheckAgreesWithTheStandardLibrary() {
         func agrees(_ bytes: [UInt8]) -> Bool {
-            let ours = bytes.withUnsafeBytes { ObjectReader.isValidUTF8($0) }
+            let ours = bytes.withUnsafeBytes { UTF8Sequence.isValid($0) }
             return ours == (String(validating: bytes, as: UTF8.self) != nil)
         }
         var disagreements: [[UInt8]] = []

@@ -1,5 +1,9 @@
 // The export-line parser's cursor: a position in the line and the JSON grammar (RFC 8259) read from there.
 
+#if canImport(Cask)
+import Cask  // UTF8Sequence. The fuzzing build compiles this file into one module with the library's.
+#endif
+
 extension ExportLineParser {
     /// A position in the line, and the JSON grammar read from there.
     struct Cursor {

@@ -1,3 +1,5 @@
+import Cask  // UTF8Sequence
+
 /// How the tool shows key bytes as text, and reads them back.
 ///
 /// A key is shown as its UTF-8 text, except that each byte that is not part of printable UTF-8

@@ -1,10 +1,11 @@
 /// One UTF-8 sequence of two to four bytes, read as RFC 3629 allows it: no overlong form, no
-/// surrogate (U+D800–U+DFFF), nothing past U+10FFFF. The one copy of that table in the tool: the
-/// export-line parser checks strings with it, the writer decides between a string and base64 with
-/// it, and ``KeyEscaping`` finds the scalars it shows.
-enum UTF8Sequence {
+/// surrogate (U+D800–U+DFFF), nothing past U+10FFFF. The one copy of that table: the binary object
+/// decoder checks strings and names with it, and in the `cask` tool the export-line parser checks
+/// strings, the writer decides between a string and base64, and `KeyEscaping` finds the scalars it
+/// shows.
+package enum UTF8Sequence {
     /// What the bytes at an index hold.
-    enum Reading: Equatable {
+    package enum Reading: Equatable {
         /// A valid sequence: its scalar value and its length in bytes.
         case scalar(UInt32, length: Int)
         /// The first byte starts no sequence (ASCII is not read here: give it bytes of 0x80 or more).
@@ -17,7 +18,7 @@ enum UTF8Sequence {
 
     /// Reads the sequence that starts at `index` (whose byte must be 0x80 or more).
     @inline(__always)
-    static func read<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at index: Int) -> Reading where Bytes.Index == Int {
+    package static func read<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at index: Int) -> Reading where Bytes.Index == Int {
         let lead = bytes[index]
         let length: Int
         var low: UInt8 = 0x80, high: UInt8 = 0xBF
@@ -45,7 +46,7 @@ enum UTF8Sequence {
     }
 
     /// Whether `bytes` are valid UTF-8 throughout (an ASCII run is checked a byte at a time, cheaply).
-    static func isValid<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> Bool where Bytes.Index == Int {
+    package static func isValid<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> Bool where Bytes.Index == Int {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             if bytes[index] < 0x80 {

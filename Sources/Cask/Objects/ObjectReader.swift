@@ -162,46 +162,7 @@ struct ObjectReader {
     @inline(__always)
     func isValidUTF8(at start: Int, count: Int) -> Bool {
         let bytes = UnsafeRawBufferPointer(rebasing: self.bytes[start..<(start + count)])
-        return Self.isASCII(bytes) || Self.isValidUTF8(bytes)
-    }
-
-    /// Whether `bytes` are valid UTF-8 as Unicode defines it (the stdlib's `String(validating:)`
-    /// accepts the same): no stray continuation bytes, no overlong forms, no surrogates, nothing
-    /// above U+10FFFF, no truncated sequence. Allocates nothing.
-    @inline(never)
-    static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var index = 0
-        let count = bytes.count
-        while index < count {
-            let lead = bytes[index]
-            if lead < 0x80 {
-                index &+= 1  // Safe: below count.
-                continue
-            }
-            // The sequence's length and the range of its second byte (Unicode table 3-7).
-            let length: Int
-            var low: UInt8 = 0x80, high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: return false
-            }
-            guard count - index >= length else { return false }
-            let second = bytes[index + 1]
-            guard second >= low, second <= high else { return false }
-            var next = index + 2
-            while next < index + length {
-                guard bytes[next] & 0xC0 == 0x80 else { return false }
-                next += 1
-            }
-            index = next
-        }
-        return true
+        return Self.isASCII(bytes) || UTF8Sequence.isValid(bytes)
     }
 
     /// Whether every byte is below 0x80, eight at a time.
