@@ -26,9 +26,17 @@ let package = Package(
             pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"])]
         ),
+        // The system libsodium (Debian: libsodium-dev), for encryption at rest (Options.encryption):
+        // its AEADs, a key derivation (HChaCha20) and random bytes.
+        .systemLibrary(
+            name: "CSodium",
+            path: "Sources/CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
         // CPU instructions Swift cannot emit: CRC-32C (SSE4.2 / ARMv8 CRC) and a cache-line prefetch.
         .target(name: "CCaskCPU", path: "Sources/CCaskCPU"),
-        .target(name: "Cask", dependencies: ["CLZ4", "CZstd", "CCaskCPU"], path: "Sources/Cask"),
+        .target(name: "Cask", dependencies: ["CLZ4", "CZstd", "CSodium", "CCaskCPU"], path: "Sources/Cask"),
         .executableTarget(name: "cask", dependencies: ["Cask"], path: "Tools/cask"),
         // A child process for the crash tests: writes, logs acknowledgements, gets SIGKILLed.
         .executableTarget(name: "cask-crash-writer", dependencies: ["Cask", "CaskTestSupport"], path: "Tools/cask-crash-writer"),

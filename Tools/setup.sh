@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev) and zstd's
-# dictionary trainer (libzstd-dev).
+# dictionary trainer (libzstd-dev), and libsodium (libsodium-dev) for encryption at rest.
 # Idempotent: does nothing when it is already there. Usage: Tools/setup.sh
 set -euo pipefail
 
 missing=()
 [ -f /usr/include/lz4.h ] || missing+=(liblz4-dev)
 [ -f /usr/include/zdict.h ] || missing+=(libzstd-dev)
+[ -f /usr/include/sodium.h ] || missing+=(libsodium-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -34,7 +34,7 @@ final class DictionaryTests: XCTestCase {
 
     private func header(of segment: String, in directory: TemporaryDirectory) throws -> SegmentHeader {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: directory.appending(segment))).prefix(SegmentHeader.length))
-        return try bytes.withUnsafeBytes { SegmentHeader.decode($0) }.get()
+        return try bytes.withUnsafeBytes { SegmentHeader.decode($0, encryption: nil) }.get().0
     }
 
     /// Writes profiles until the store has trained a dictionary and handed it to its writer.
@@ -352,10 +352,10 @@ final class DictionaryTests: XCTestCase {
         let file = content.withUnsafeBytes { DictionaryFile.encode(id: 3, content: $0, ratio: 0.25) }
         XCTAssertEqual(file.withUnsafeBytes { DictionaryFile.ratio($0) }, 0.25)
         XCTAssertEqual(file.count, DictionaryFile.headerLength + 1000)
-        XCTAssertEqual(try file.withUnsafeBytes { try Array(DictionaryFile.decode($0, expectedID: 3).get()) }, content)
+        XCTAssertEqual(try file.withUnsafeBytes { try DictionaryFile.decode($0, expectedID: 3, encryption: nil).get().content }, content)
         func refusal(_ bytes: [UInt8], id: UInt32 = 3) -> String? {
             bytes.withUnsafeBytes { raw in
-                if case .failure(let reason) = DictionaryFile.decode(raw, expectedID: id) { reason.description } else { nil }
+                if case .failure(let reason) = DictionaryFile.decode(raw, expectedID: id, encryption: nil) { reason.description } else { nil }
             }
         }
         XCTAssertEqual(refusal(file, id: 4), "the header names dictionary 3, the file name 4")

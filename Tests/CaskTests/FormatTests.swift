@@ -417,16 +417,18 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(bytes[8], 1)
             XCTAssertEqual(bytes[9], 0)
             XCTAssertEqual(bytes[10], 40)
-            let decoded = bytes.withUnsafeBytes { SegmentHeader.decode($0) }
+            let decoded = bytes.withUnsafeBytes { SegmentHeader.decode($0, encryption: nil).map(\.0) }
             XCTAssertEqual(decoded, .success(SegmentHeader(segmentID: id, baseSeq: base)))
             // Trailing record bytes do not disturb the header.
-            XCTAssertEqual((bytes + [1, 2, 3]).withUnsafeBytes { SegmentHeader.decode($0) }, decoded)
+            XCTAssertEqual((bytes + [1, 2, 3]).withUnsafeBytes { SegmentHeader.decode($0, encryption: nil).map(\.0) }, decoded)
         }
     }
 
     func testSegmentHeaderFailures() {
         let good = SegmentHeader(segmentID: 7, baseSeq: 99).encoded()
-        func decode(_ bytes: [UInt8]) -> Result<SegmentHeader, SegmentHeader.Problem> { bytes.withUnsafeBytes { SegmentHeader.decode($0) } }
+        func decode(_ bytes: [UInt8]) -> Result<SegmentHeader, SegmentHeader.Problem> {
+            bytes.withUnsafeBytes { SegmentHeader.decode($0, encryption: nil).map(\.0) }
+        }
         func resealed(_ bytes: [UInt8]) -> [UInt8] {
             var bytes = bytes
             let crc = CRC32C.checksum(of: bytes[0..<36])
@@ -519,7 +521,7 @@ final class FormatTests: XCTestCase {
     private func readHint(_ hint: [UInt8], id: UInt64, segmentLength: Int64) -> (HintFile.Summary, [Entry])? {
         var entries: [Entry] = []
         let summary = hint.withUnsafeBytes { raw in
-            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength) { e in
+            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength, sealing: nil) { e in
                 entries.append(Entry(offset: e.offset, type: e.type, flags: e.flags, seq: e.seq, recordLength: e.recordLength,
                                      valueLength: e.valueLength, expiresAt: e.expiresAt, key: Array(e.key)))
             }
@@ -535,7 +537,7 @@ final class FormatTests: XCTestCase {
     private func applyHint(_ hint: [UInt8], id: UInt64, segmentLength: Int64) -> (HintFile.Summary, [Entry])? {
         var entries: [Entry] = []
         let outcome = hint.withUnsafeBytes { raw in
-            HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { e in
+            HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: nil) { e in
                 entries.append(Entry(offset: e.offset, type: e.type, flags: e.flags, seq: e.seq, recordLength: e.recordLength,
                                      valueLength: e.valueLength, expiresAt: e.expiresAt, key: Array(e.key)))
             }

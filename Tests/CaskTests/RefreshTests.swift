@@ -263,7 +263,7 @@ final class RefreshTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(fd, 0)
         defer { close(fd) }
         var reader = SegmentReader(
-            fd: fd, id: 1, path: path, length: try fileSystem.fileSize(fd), isActive: false, lockHeld: true, fileSystem: fileSystem)
+            fd: fd, id: 1, path: path, length: try fileSystem.fileSize(fd), isActive: false, lockHeld: true, encryption: nil, fileSystem: fileSystem)
         _ = try reader.readHeader()
         var batch = BatchAssembler()
         var found: [(offset: Int64, type: RecordType)] = []

@@ -653,7 +653,8 @@ final class ToolRecoverTests: XCTestCase {
         let baseline = TemporaryDirectory("cask-recover-faults-baseline")
         defer { try? FileManager.default.removeItem(atPath: baseline.path + "-backup") }
         try StoreFiles.copy(from: damaged.path, to: baseline.path)
-        _ = try StoreRepair(directory: baseline.path, fileSystem: recorder).run(dryRun: false, backupDirectory: baseline.path + "-backup", progress: nil)
+        var baselineRepair = StoreRepair(directory: baseline.path, fileSystem: recorder)
+        _ = try baselineRepair.run(dryRun: false, backupDirectory: baseline.path + "-backup", progress: nil)
         let points = recorder.trace.filter { $0.operation.canFail }.map(\.index)
         XCTAssertGreaterThan(points.count, 40, "too few calls for a real test")
         for operation in [FaultInjectingFileSystem.Operation.pwrite, .fdatasync, .rename, .ftruncate, .unlink, .makeDirectory] {
@@ -672,7 +673,8 @@ final class ToolRecoverTests: XCTestCase {
             fileSystem.inject(.init(nil, .callIndex(point), .fail(.ioError)))
             let context = "fault at \(recorder.trace[point])"
             do {
-                _ = try StoreRepair(directory: scratch.path, fileSystem: fileSystem).run(dryRun: false, backupDirectory: scratch.path + "-backup", progress: nil)
+                var repair = StoreRepair(directory: scratch.path, fileSystem: fileSystem)
+                _ = try repair.run(dryRun: false, backupDirectory: scratch.path + "-backup", progress: nil)
             } catch {
                 failures += 1
             }

@@ -281,7 +281,7 @@ final class TornWriteTests: XCTestCase {
             try store.close()
             let repaired = try StoreFiles.read(path)
             XCTAssertEqual(repaired.prefix(8), header.prefix(8), "\(name): magic")
-            XCTAssertEqual(Array(repaired.prefix(SegmentHeader.length)).withUnsafeBytes { SegmentHeader.decode($0) }.map(\.segmentID), .success(newID), name)
+            XCTAssertEqual(Array(repaired.prefix(SegmentHeader.length)).withUnsafeBytes { SegmentHeader.decode($0, encryption: nil) }.map(\.0.segmentID), .success(newID), name)
 
             let again = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
             XCTAssertTrue(again.recoveryReport.isClean, "\(name), reopened: \(again.recoveryReport)")

@@ -26,6 +26,9 @@ struct BackupWriter {
     let store: String
     let destination: String
     let method: CaskStore.BackupMethod
+    /// The store's encryption (nil: not encrypted): its `ENCRYPTION` file goes into the copy, whose
+    /// active segment is read back with it.
+    let encryption: StoreEncryption?
     let fileSystem: any FileSystem
     /// Whether to try a link for the next sealed file: until one fails for a reason that would
     /// fail them all (another file system, or one without hard links).
@@ -33,7 +36,8 @@ struct BackupWriter {
     /// The names made in the temporary directory so far, to remove if the backup fails.
     private var made: [String] = []
 
-    init(store: String, destination: String, method: CaskStore.BackupMethod, fileSystem: any FileSystem) {
+    init(store: String, destination: String, method: CaskStore.BackupMethod, encryption: StoreEncryption?, fileSystem: any FileSystem) {
+        self.encryption = encryption
         self.store = store
         self.destination = destination
         self.method = method
@@ -93,6 +97,7 @@ struct BackupWriter {
         meter.report(0)
         let temporary = try makeTemporaryDirectory()
         do throws(CaskError) {
+            try placeEncryptionFile(in: temporary, report: &report)
             try placeDictionaries(of: snapshot, in: temporary, report: &report)
             for segment in snapshot.segments {
                 try place(segment, of: snapshot, in: temporary, report: &report, meter: &meter)
@@ -146,6 +151,27 @@ struct BackupWriter {
         }
     }
 
+    /// Writes an encrypted store's `ENCRYPTION` file into `temporary`, from the store's memory (the
+    /// bytes it checked when it opened), synced.
+    private mutating func placeEncryptionFile(in temporary: String, report: inout CaskStore.BackupReport) throws(CaskError) {
+        guard let encryption else { return }
+        try write(encryption.identityFile, named: EncryptionFile.fileName, in: temporary, operation: "write ENCRYPTION file")
+        report.bytesCopied += Int64(encryption.identityFile.count)
+    }
+
+    /// Writes `bytes` as a new file `name` of `temporary`, synced.
+    private mutating func write(_ bytes: [UInt8], named name: String, in temporary: String, operation: String) throws(CaskError) {
+        let target = temporary + "/" + name
+        do throws(Errno) {
+            let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+            made.append(name)
+            try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.descriptor, from: raw, at: 0) }
+            try fileSystem.fdatasync(output.descriptor)
+        } catch {
+            throw CaskError.from(error, operation: operation, path: target)
+        }
+    }
+
     /// Writes the dictionaries the snapshot's segments name into `temporary`, from the store's
     /// memory (the bytes of their files, checked when they were loaded), each synced. One a segment
     /// names that could not be loaded is left out: the copy reports it as the store does.
@@ -153,16 +179,8 @@ struct BackupWriter {
         var written: Set<UInt32> = []
         for segment in snapshot.segments {
             guard let dictionary = segment.file.dictionary.loaded, written.insert(dictionary.id).inserted else { continue }
-            let name = SegmentName.dictionary(UInt64(dictionary.id)), target = temporary + "/" + name
             let bytes = dictionary.fileBytes
-            do throws(Errno) {
-                let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
-                made.append(name)
-                try bytes.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.descriptor, from: raw, at: 0) }
-                try fileSystem.fdatasync(output.descriptor)
-            } catch {
-                throw CaskError.from(error, operation: "write dictionary", path: target)
-            }
+            try write(bytes, named: SegmentName.dictionary(UInt64(dictionary.id)), in: temporary, operation: "write dictionary")
             report.bytesCopied += Int64(bytes.count)
             report.dictionaryFiles += 1
         }
@@ -218,11 +236,12 @@ struct BackupWriter {
         do { opened = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
             throw CaskError.from(error, operation: "open", path: path, reading: true)
         }
-        var reader = SegmentReader(fd: opened.descriptor, id: id, path: path, length: length, isActive: true, lockHeld: true, fileSystem: fileSystem)
+        var reader = SegmentReader(
+            fd: opened.descriptor, id: id, path: path, length: length, isActive: true, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
         guard try reader.readHeader().header != nil else { return 0 }
         var batch = BatchAssembler()
         var highest: UInt64 = 0
-        _ = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch) { _, header, _ in highest = max(highest, header.seq) }
+        _ = try reader.readRecords(from: reader.contentStart, batch: &batch) { _, header, _ in highest = max(highest, header.seq) }
         return highest
     }
 

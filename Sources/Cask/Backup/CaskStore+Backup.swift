@@ -35,7 +35,7 @@ extension CaskStore {
     ) throws(CaskError) -> BackupReport {
         if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
         let target = StoreRepair.trimmingSlashes(destination)
-        var writer = BackupWriter(store: directory, destination: target, method: method, fileSystem: fileSystem)
+        var writer = BackupWriter(store: directory, destination: target, method: method, encryption: encryption, fileSystem: fileSystem)
         try writer.checkDestination()
         var report: BackupReport
         if self.writer != nil {
@@ -46,7 +46,7 @@ extension CaskStore {
         } else {
             report = try writer.write(try readOnlySnapshot(), progress: progress)
         }
-        if verify { report.verificationProblems = Self.problems(of: report, fileSystem: fileSystem) }
+        if verify { report.verificationProblems = Self.problems(of: report, encryption: options.encryption, fileSystem: fileSystem) }
         return report
     }
 
@@ -99,11 +99,7 @@ extension CaskStore {
         var snapshot = listed.snapshot
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         for file in listed.files {
-            guard case .success(let header) = try SegmentHeader.read(fd: file.fd, path: file.path, fileSystem: fileSystem) else {
-                headers.append((file.id, nil))
-                continue
-            }
-            headers.append((file.id, header.baseSeq))
+            headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, fileSystem: fileSystem)))
         }
         let active = listed.files.last.map { StoreDirectory.activeSegment(among: headers, newest: $0.id) }
         for file in listed.files {
@@ -122,16 +118,17 @@ extension CaskStore {
 
     /// What is wrong with the backup `report` describes: damage or hints that disagree
     /// (``verify(at:progress:)``), an open that is not clean, other keys or another last seq.
-    private static func problems(of report: BackupReport, fileSystem: any FileSystem) -> [String] {
+    private static func problems(of report: BackupReport, encryption: Encryption, fileSystem: any FileSystem) -> [String] {
         let path = report.destination
         var problems: [String] = []
         do {
-            let verification = try StoreVerifier(directory: path, fileSystem: fileSystem).run()
+            let verification = try StoreVerifier(directory: path, encryption: encryption, fileSystem: fileSystem).run()
             problems += verification.damagedRanges.map { "damage in the copy: \($0)" }
             problems += verification.invalidHints.map { "hint file of the copy disagrees with its segment: \($0)" }
             var options = Options()
             options.readOnly = true
             options.fileSystem = fileSystem
+            options.encryption = encryption
             let copy = try CaskStore.open(at: path, options: options)
             defer { try? copy.close() }
             if !copy.recoveryReport.isClean {

@@ -50,7 +50,7 @@ extension CaskStore {
     func compactor() -> Compactor {
         Compactor(
             state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options, observers: observers,
-            dictionaries: dictionaries)
+            dictionaries: dictionaries, encryption: encryption)
     }
 
     /// After a segment is sealed: compacts in the background if the policy says so.
@@ -148,8 +148,8 @@ struct SmallStoreCompaction: Sendable {
             // The sealed segment was an input unless it was all live; a retired one gets no hint.
             if let sealed, compactor.options.writeHints {
                 CaskStore.writeHint(
-                    for: sealed.sealed, length: sealed.length, directory: compactor.directory, fileSystem: compactor.fileSystem,
-                    writer: compactor.writer, groupCommit: groupCommit)
+                    for: sealed.sealed, length: sealed.length, directory: compactor.directory, encryption: compactor.encryption,
+                    fileSystem: compactor.fileSystem, writer: compactor.writer, groupCommit: groupCommit)
             }
         }
     }

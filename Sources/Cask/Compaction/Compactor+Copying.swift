@@ -34,7 +34,7 @@ extension Compactor {
         moves: inout [Move], keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
     ) throws(CaskError) -> DamagedRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
-        var reader = SegmentReader(fd: input.fd, id: input.id, path: input.path, length: length, isActive: false, lockHeld: true, fileSystem: fileSystem)
+        var reader = SegmentReader(file: input, length: length, isActive: false, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
         var staging = ByteBuffer(capacity: 64 << 10)
         var staged: [Staged] = []
         staged.reserveCapacity(Self.stagedGroup)
@@ -82,7 +82,7 @@ extension Compactor {
         var failure: CaskError?
         var batch = BatchAssembler()
         let outcome = try reader.readRecords(
-            from: Int64(SegmentHeader.length), batch: &batch,
+            from: input.contentStart, batch: &batch,
             onRecord: { offset, header, bytes in
                 guard failure == nil else { return }
                 let location = RecordLocation(segmentID: UInt32(input.id), offset: UInt32(offset), length: UInt32(header.recordLength))
@@ -129,25 +129,27 @@ extension Compactor {
             result.recordsDropped += 1
             return
         }
+        // The record's plain form (the reader's: decrypted, without its tag), or a new one compressed again.
         let recompressed = try staging.withUnsafeBytes { (raw) throws(CaskError) in
             try recompression.recompress(
-                UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.recordLength)]), header: header, from: input,
+                UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.payloadEnd)]), header: header, from: input,
                 offset: location.offset)
         }
-        let length = recompressed ?? header.recordLength
+        let length = (recompressed ?? header.payloadEnd) + (encryption == nil ? 0 : FileCipher.tagLength)
         let output = try destination(for: length, outputs: &outputs, dictionary: recompression.dictionary)
         let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(length))
-        let start = output.buffer.count
         if recompressed != nil {
-            recompression.record.withUnsafeBytes { output.buffer.append($0) }
+            recompression.record.withUnsafeBytes { plain in
+                // Parsed when it was made, by the encoder: its header is valid.
+                guard case .success(let made) = RecordHeader.parse(plain) else { preconditionFailure("a recompressed record parses") }
+                append(plain, header: made, clearingBatchMember: false, to: output)
+            }
         } else {
-            staging.withUnsafeBytes { output.buffer.append(UnsafeRawBufferPointer(rebasing: $0[record.start..<(record.start + header.recordLength)])) }
-        }
-        if recompressed == nil && header.flags & RecordFlags.batchMember != 0 {
             // A committed batch member goes on as an ordinary record (its commit record is not
-            // copied): clear the flag and checksum the record again.
-            output.buffer.withUnsafeMutableCapacity { space in
-                RecordEncoder.clearBatchMemberFlag(UnsafeMutableRawBufferPointer(rebasing: space[start..<(start + header.recordLength)]))
+            // copied): the flag is cleared, and the record checksummed again.
+            staging.withUnsafeBytes { raw in
+                append(UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.payloadEnd)]), header: header,
+                       clearingBatchMember: header.flags & RecordFlags.batchMember != 0, to: output)
             }
         }
         output.length += Int64(length)
@@ -159,9 +161,19 @@ extension Compactor {
         result.recordsCopied += 1
     }
 
+    /// Appends the record whose plain form is `plain` to `output`'s buffer, as it is to be written at
+    /// the output's end: byte for byte in a store that is not encrypted (unless its batch member flag
+    /// is to be cleared), sealed with the output's cipher in an encrypted one.
+    private func append(_ plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, to output: Output) {
+        guard output.sealing != nil || clearingBatchMember else { return output.buffer.append(plain) }
+        _ = RecordEncoder.appendRecord(
+            plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: output.sealing?.cipher, offset: output.length,
+            to: &output.buffer)
+    }
+
     /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
     private func destination(for length: Int, outputs: inout [Output], dictionary: CompressionDictionary?) throws(CaskError) -> Output {
-        if let current = outputs.last, current.length == Int64(SegmentHeader.length) || current.length + Int64(length) <= options.maxSegmentSize {
+        if let current = outputs.last, current.length == current.stats.headerBytes || current.length + Int64(length) <= options.maxSegmentSize {
             return current
         }
         if let full = outputs.last { try flush(full) }
@@ -174,7 +186,7 @@ extension Compactor {
         do throws(Errno) { fd = try fileSystem.open(temporaryPath, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) } catch {
             throw CaskError.from(error, operation: "create compaction output", path: temporaryPath)
         }
-        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath, dictionary: dictionary)
+        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath, dictionary: dictionary, encryption: encryption)
         outputs.append(output)
         return output
     }

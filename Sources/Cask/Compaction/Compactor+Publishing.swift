@@ -29,8 +29,14 @@ extension Compactor {
     func publish(_ outputs: [Output]) throws(CaskError) {
         for output in outputs {
             try flush(output)
+            let sealing = encryption.flatMap { encryption in
+                output.sealing.map {
+                    SegmentHeader.Sealing(
+                        algorithm: encryption.algorithm, storeID: encryption.storeID, salt: $0.salt, dictionarySalt: output.dictionary?.salt)
+                }
+            }
             let header = SegmentHeader(segmentID: output.id, baseSeq: output.stats.minSeq ?? 1, dictionaryID: output.dictionary?.id ?? 0,
-                dictionaryChecksum: output.dictionary?.checksum ?? 0).encoded()
+                dictionaryChecksum: output.dictionary?.checksum ?? 0, sealing: sealing).encoded(cipher: output.sealing?.cipher)
             do throws(Errno) {
                 try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: 0) }
                 try fileSystem.fdatasync(output.fd)
@@ -62,7 +68,8 @@ extension Compactor {
         outputs.map { output in
             SegmentFile(
                 id: output.id, path: output.path, fd: output.fd, length: output.length, fileSystem: fileSystem,
-                mapLength: options.memoryMapping ? Int(output.length) : 0, dictionary: output.dictionary.map { .loaded($0) } ?? .none)
+                mapLength: options.memoryMapping ? Int(output.length) : 0, dictionary: output.dictionary.map { .loaded($0) } ?? .none,
+                sealing: output.sealing)
         }
     }
 }

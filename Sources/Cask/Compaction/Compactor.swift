@@ -29,6 +29,9 @@ struct Compactor {
     /// The store's dictionaries: outputs name the current one, and their records are compressed
     /// against it.
     let dictionaries: DictionaryCatalog
+    /// The store's encryption (nil: not encrypted): each output gets a salt of its own, and every
+    /// record copied into it is sealed again at its place there.
+    let encryption: StoreEncryption?
 
     /// Which sealed segments to compact.
     enum Selection {
@@ -63,24 +66,32 @@ struct Compactor {
         let path: String
         let temporaryPath: String
         let fd: Int32
-        var length = Int64(SegmentHeader.length)
+        var length: Int64
         /// Bytes written to the file; the buffer holds what follows.
         var flushed: Int64 = 0
         var buffer = ByteBuffer(capacity: chunk + (64 << 10))
         var stats: SegmentStats
         /// The dictionary the output's header names and its compressed records use; nil for none.
         let dictionary: CompressionDictionary?
+        /// In an encrypted store: the output's new salt and cipher, which its records are sealed with.
+        let sealing: SegmentSealing?
 
-        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String, dictionary: CompressionDictionary?) {
+        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String, dictionary: CompressionDictionary?, encryption: StoreEncryption?) {
             self.id = id
             self.dictionary = dictionary
             path = directory + "/" + SegmentName.segment(id)
             self.temporaryPath = temporaryPath
             self.fd = fd
+            sealing = encryption.map { encryption in
+                let (salt, cipher) = encryption.newCipher()
+                return SegmentSealing(cipher: cipher, salt: salt)
+            }
+            length = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
             stats = SegmentStats(id: id)
             stats.dictionaryID = dictionary?.id
+            stats.headerBytes = length
             stats.sealed = true
-            buffer.appendWithUnsafeSpace(SegmentHeader.length) { space in
+            buffer.appendWithUnsafeSpace(Int(length)) { space in
                 space.initializeMemory(as: UInt8.self, repeating: 0)
                 return space.count
             }
@@ -134,7 +145,7 @@ struct Compactor {
                 let deadTotal = shared.stats.segments.reduce(0) { $0 + $1.deadBytes }
                 guard deadTotal >= options.compactionMinDeadBytes else { return nil }
                 chosen = sealed.filter { segment in
-                    let body = max(1, segment.fileBytes - Int64(SegmentHeader.length))
+                    let body = max(1, segment.fileBytes - segment.headerBytes)
                     return segment.records == 0 || Double(segment.deadBytes) / Double(body) >= options.compactionDeadRatio
                 }
             }
@@ -263,7 +274,8 @@ struct Compactor {
         let files = try openOutputs(outputs)
         for file in files where options.writeHints {
             // A missing hint only costs a scan at the next open.
-            _ = try? HintWriter.write(for: file, length: file.writtenLength.load(ordering: .relaxed), directory: directory, fileSystem: fileSystem)
+            _ = try? HintWriter.write(
+                for: file, length: file.writtenLength.load(ordering: .relaxed), directory: directory, encryption: encryption, fileSystem: fileSystem)
         }
         switchIndex(to: files, outputs: outputs, moves: moves, expired: expiredToForget, keys: keys)
         try retire(inputs)

@@ -46,8 +46,9 @@ final class Recompression {
         return problem
     }
 
-    /// Compresses the record `bytes` (a whole valid record of `input`, at `offset`) again into
-    /// ``record`` and returns its length, or nil when the record is to be copied as it is. Throws
+    /// Compresses the record `bytes` (the plain form of a whole valid record of `input`, at `offset`:
+    /// decrypted, without a tag) again into ``record``, in plain form, and returns its length, or nil
+    /// when the record is to be copied as it is. Throws
     /// when its payload cannot be expanded (damage, or a dictionary that cannot be loaded): the
     /// compaction then stops and changes nothing.
     func recompress(_ bytes: UnsafeRawBufferPointer, header: RecordHeader, from input: SegmentFile, offset: UInt32) throws(CaskError) -> Int? {
@@ -79,6 +80,6 @@ final class Recompression {
                 type: .put, seq: header.seq, key: key, value: payload, expiresAt: header.expiresAt, dictionary: dictionary?.lz4, to: &record)
         }
         if value.capacity > 1 << 20 { value.reset(shrinkingTo: 4096) }
-        return mustChange || length < header.recordLength ? length : nil
+        return mustChange || length < header.payloadEnd ? length : nil
     }
 }

@@ -13,21 +13,45 @@ package final class CompressionDictionary: Sendable {
     package let checksum: UInt32
     /// Payload bytes per value byte it gave on the samples it was measured on (nil: unknown).
     package let ratio: Double?
+    /// An encrypted dictionary file's salt, by which segments name it (with its id); nil for a store
+    /// that is not encrypted.
+    package let salt: [UInt8]?
+    /// The dictionary's file, as ``DictionaryCatalog/add(content:ratio:)`` writes it and backups copy it.
+    package let fileBytes: [UInt8]
 
-    package init(id: UInt32, path: String, content: UnsafeRawBufferPointer, ratio: Double?) {
+    /// A new dictionary of `content`, and its file: sealed for `encryption` (with a new salt) in an
+    /// encrypted store.
+    package init(id: UInt32, path: String, content: UnsafeRawBufferPointer, ratio: Double?, encryption: StoreEncryption?) {
         self.id = id
         self.path = path
         lz4 = LZ4Dictionary(content: content)
         checksum = CRC32C.checksum(of: content)
         self.ratio = ratio
+        if let encryption {
+            (fileBytes, salt) = DictionaryFile.encode(id: id, content: content, ratio: ratio, encryption: encryption)
+        } else {
+            fileBytes = DictionaryFile.encode(id: id, content: content, ratio: ratio)
+            salt = nil
+        }
     }
 
-    /// The dictionary's file, as ``DictionaryCatalog/add(content:ratio:)`` writes it and backups copy it.
-    package var fileBytes: [UInt8] { DictionaryFile.encode(id: id, content: lz4.content, ratio: ratio) }
+    /// The dictionary a file (`fileBytes`, checked) holds.
+    private init(id: UInt32, path: String, decoded: DictionaryFile.Decoded, ratio: Double?, fileBytes: [UInt8]) {
+        self.id = id
+        self.path = path
+        lz4 = decoded.content.withUnsafeBytes { LZ4Dictionary(content: $0) }
+        checksum = CRC32C.checksum(of: decoded.content)
+        self.ratio = ratio
+        salt = decoded.salt
+        self.fileBytes = fileBytes
+    }
 
-    /// Reads and checks dictionary `id` of the store in `directory`. A file that is missing, is not
-    /// a regular file, cannot be read or fails its checks is `.failure` with the reason.
-    package static func load(id: UInt32, directory: String, fileSystem: any FileSystem) -> Result<CompressionDictionary, Unavailable> {
+    /// Reads and checks dictionary `id` of the store in `directory` (opening it with `encryption`,
+    /// the store's, in an encrypted store). A file that is missing, is not a regular file, cannot be
+    /// read or fails its checks is `.failure` with the reason.
+    package static func load(
+        id: UInt32, directory: String, encryption: StoreEncryption?, fileSystem: any FileSystem
+    ) -> Result<CompressionDictionary, Unavailable> {
         let path = directory + "/" + SegmentName.dictionary(UInt64(id))
         let file: OpenFile
         do {
@@ -40,7 +64,7 @@ package final class CompressionDictionary: Sendable {
         do { size = try fileSystem.fileSize(file.descriptor) } catch {
             return .failure(Unavailable(id: id, path: path, reason: "fstat failed (\(error))"))
         }
-        guard size <= Int64(DictionaryFile.headerLength + DictionaryFile.maxContentLength) else {
+        guard size <= Int64(DictionaryFile.encryptedHeaderLength + DictionaryFile.maxContentLength + FileCipher.tagLength) else {
             return .failure(Unavailable(id: id, path: path, reason: "the file is \(size) bytes, more than a dictionary can be"))
         }
         var bytes = [UInt8](repeating: 0, count: Int(size))
@@ -50,9 +74,11 @@ package final class CompressionDictionary: Sendable {
         } catch {
             return .failure(Unavailable(id: id, path: path, reason: "it cannot be read (\(error))"))
         }
-        return bytes[0..<count].withUnsafeBytes { raw in
-            switch DictionaryFile.decode(raw, expectedID: id) {
-            case .success(let content): .success(CompressionDictionary(id: id, path: path, content: content, ratio: DictionaryFile.ratio(raw)))
+        let contents = Array(bytes[0..<count])
+        return contents.withUnsafeBytes { raw in
+            switch DictionaryFile.decode(raw, expectedID: id, encryption: encryption) {
+            case .success(let decoded):
+                .success(CompressionDictionary(id: id, path: path, decoded: decoded, ratio: DictionaryFile.ratio(raw), fileBytes: contents))
             case .failure(let reason): .failure(Unavailable(id: id, path: path, reason: reason.description))
             }
         }

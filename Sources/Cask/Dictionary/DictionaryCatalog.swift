@@ -13,6 +13,8 @@ import Glibc
 package final class DictionaryCatalog: Sendable {
     package let directory: String
     private let fileSystem: any FileSystem
+    /// The store's encryption: dictionary files are sealed with it (nil: not encrypted).
+    package let encryption: StoreEncryption?
     private struct State {
         var loaded: [UInt32: SegmentDictionary] = [:]
         var current: CompressionDictionary?
@@ -22,9 +24,10 @@ package final class DictionaryCatalog: Sendable {
     private let state = Mutex(State())
 
     /// `knownIDs`: the dictionary files the directory listing found.
-    package init(directory: String, fileSystem: any FileSystem, knownIDs: [UInt32] = []) {
+    package init(directory: String, fileSystem: any FileSystem, encryption: StoreEncryption?, knownIDs: [UInt32] = []) {
         self.directory = directory
         self.fileSystem = fileSystem
+        self.encryption = encryption
         state.withLock { $0.highestID = knownIDs.max() ?? 0 }
     }
 
@@ -52,7 +55,7 @@ package final class DictionaryCatalog: Sendable {
         guard id != 0 else { return .none }
         if let known = state.withLock({ $0.loaded[id] }) { return known }
         let found: SegmentDictionary
-        switch CompressionDictionary.load(id: id, directory: directory, fileSystem: fileSystem) {
+        switch CompressionDictionary.load(id: id, directory: directory, encryption: encryption, fileSystem: fileSystem) {
         case .success(let dictionary): found = .loaded(dictionary)
         case .failure(let unavailable): found = .unavailable(unavailable)
         }
@@ -67,14 +70,20 @@ package final class DictionaryCatalog: Sendable {
     /// The dictionary the header of the segment open as `fd` names; `.none` when the header cannot
     /// be read or is invalid (whoever reads the segment reports that).
     package func dictionary(ofSegment fd: Int32, path: String) -> SegmentDictionary {
-        guard case .success(let header)? = try? SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) else { return .none }
+        guard case .success(let (header, _))? = try? SegmentHeader.read(fd: fd, path: path, encryption: encryption, fileSystem: fileSystem)
+        else { return .none }
         return dictionary(of: header)
     }
 
-    /// The dictionary `header` names, checked against the checksum it gives for it: a file that
-    /// holds another dictionary under the id is unavailable to the segment.
+    /// The dictionary `header` names, checked against the checksum it gives for it (an encrypted
+    /// header: the salt): a file that holds another dictionary under the id is unavailable to the segment.
     package func dictionary(of header: SegmentHeader) -> SegmentDictionary {
         let found = resolve(header.dictionaryID)
+        if let sealing = header.sealing {
+            guard case .loaded(let dictionary) = found, dictionary.salt != sealing.dictionarySalt else { return found }
+            return .unavailable(.init(
+                id: dictionary.id, path: dictionary.path, reason: "it is not the dictionary the segment was written with (another salt)"))
+        }
         guard case .loaded(let dictionary) = found, dictionary.checksum != header.dictionaryChecksum else { return found }
         return .unavailable(.init(
             id: dictionary.id, path: dictionary.path,
@@ -93,7 +102,7 @@ package final class DictionaryCatalog: Sendable {
             throw CaskError.limitReached(path: directory, reason: "dictionary ids are exhausted (limit \(SegmentName.maxID))")
         }
         let path = directory + "/" + SegmentName.dictionary(UInt64(id))
-        let dictionary = content.withBytes { CompressionDictionary(id: id, path: path, content: $0, ratio: ratio) }
+        let dictionary = content.withBytes { CompressionDictionary(id: id, path: path, content: $0, ratio: ratio, encryption: encryption) }
         do throws(Errno) {
             try fileSystem.writeFileAtomically(path, directory: directory, bytes: dictionary.fileBytes, replacing: false)
         } catch {

@@ -32,12 +32,32 @@ package struct HintEntry {
 /// ```
 /// Records are contiguous, so entry offsets are implied: the first record starts right after the
 /// segment header, each next one where the previous ends, and the last ends at the covered length.
+///
+/// An encrypted store's hints are version 2 (FORMAT.md, "Encryption"): a 96-byte header that adds
+/// the segment's salt (the hint describes that segment and no other), the hint's own salt and a tag
+/// authenticating the header; each block's stored bytes are sealed (ciphertext and a 16-byte tag,
+/// message `index + 1` of the hint's cipher, its first 12 bytes as associated data).
 package enum HintFile {
     package static let magic: [UInt8] = Array("CASKHNT".utf8) + [0]
+    /// The header of version 1.
     package static let headerLength = 48
+    /// The header of version 2 (encrypted).
+    package static let encryptedHeaderLength = 96
     package static let blockHeaderLength = 16
     package static let maxBlockLength = 1 << 20
     static let maxEntryLength = 1 + 1 + 10 + 5 + 5 + 3 + 8 + Limits.maxKeyLength
+
+    /// What an encrypted store's hints are sealed and checked with: the store's encryption and the
+    /// salt of the segment the hint describes.
+    package struct Sealing {
+        package var encryption: StoreEncryption
+        package var segmentSalt: [UInt8]
+
+        package init(encryption: StoreEncryption, segmentSalt: [UInt8]) {
+            self.encryption = encryption
+            self.segmentSalt = segmentSalt
+        }
+    }
 
     /// Builds a hint file incrementally as a segment is scanned.
     package struct Encoder: ~Copyable {
@@ -48,11 +68,20 @@ package enum HintFile {
         private var entries: UInt64 = 0
         private var coveredLength: Int64
         private let compressor = LZ4Compressor()
+        /// An encrypted store's: the segment's salt, the hint's salt and its cipher.
+        private let sealing: (segmentSalt: [UInt8], salt: [UInt8], cipher: FileCipher)?
 
-        package init(segmentID: UInt64) {
+        /// An encoder of segment `segmentID`'s hint; `sealing` for a segment of an encrypted store.
+        package init(segmentID: UInt64, sealing: Sealing? = nil) {
             self.segmentID = segmentID
-            coveredLength = Int64(SegmentHeader.length)
-            output.count = HintFile.headerLength  // header written by `finish`
+            if let sealing {
+                let (salt, cipher) = sealing.encryption.newCipher()
+                self.sealing = (sealing.segmentSalt, salt, cipher)
+            } else {
+                self.sealing = nil
+            }
+            coveredLength = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
+            output.count = sealing == nil ? HintFile.headerLength : HintFile.encryptedHeaderLength  // header written by `finish`
         }
 
         /// Adds the record that starts at the current covered length.
@@ -90,6 +119,21 @@ package enum HintFile {
                 raw.withUnsafeBytes { output.append($0) }
                 stored = raw.count
             }
+            if let sealing {
+                // Sealed as message `index + 1`, the block's lengths and codec as associated data.
+                output.set(littleEndian: UInt32(stored + FileCipher.tagLength), at: start + 4)
+                output.set(littleEndian: codec, at: start + 8)
+                output.reserve(FileCipher.tagLength)
+                output.withUnsafeMutableCapacity { space in
+                    let base = space.baseAddress!
+                    sealing.cipher.seal(
+                        UnsafeMutableRawBufferPointer(start: base + start + HintFile.blockHeaderLength, count: stored),
+                        associatedData: UnsafeRawBufferPointer(start: base + start, count: 12), number: UInt64(blocks) + 1,
+                        tag: base + start + HintFile.blockHeaderLength + stored)
+                }
+                output.count += FileCipher.tagLength
+                stored += FileCipher.tagLength
+            }
             let crc = output.withUnsafeBytes {
                 CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: $0[(start + HintFile.blockHeaderLength)...]))
             }
@@ -103,20 +147,27 @@ package enum HintFile {
         /// The complete hint file bytes.
         package consuming func finish() -> [UInt8] {
             flushBlock()
-            var header = ByteBuffer(capacity: HintFile.headerLength)
+            let headerLength = sealing == nil ? HintFile.headerLength : HintFile.encryptedHeaderLength
+            var header = ByteBuffer(capacity: headerLength)
             HintFile.magic.withUnsafeBytes { header.append($0) }
-            header.append(littleEndian: UInt16(1))
-            header.append(littleEndian: UInt16(HintFile.headerLength))
+            header.append(littleEndian: UInt16(sealing == nil ? 1 : 2))
+            header.append(littleEndian: UInt16(headerLength))
             header.append(littleEndian: blocks)
             header.append(littleEndian: segmentID)
             header.append(littleEndian: UInt64(coveredLength))
             header.append(littleEndian: entries)
+            if let sealing {
+                sealing.segmentSalt.withUnsafeBytes { header.append($0) }
+                sealing.salt.withUnsafeBytes { header.append($0) }
+                let tag = header.withUnsafeBytes { sealing.cipher.tag(authenticating: $0, number: 0) }
+                tag.withUnsafeBytes { header.append($0) }
+            }
             header.append(littleEndian: UInt32(0))
             let crc = header.withUnsafeBytes { CRC32C.checksum(of: $0) }
             header.append(littleEndian: crc)
             var bytes = output.copyBytes()
             header.withUnsafeBytes { headerBytes in
-                for index in 0..<HintFile.headerLength { bytes[index] = headerBytes[index] }
+                for index in 0..<headerLength { bytes[index] = headerBytes[index] }
             }
             return bytes
         }
@@ -140,15 +191,27 @@ package enum HintFile {
         case inconsistent
     }
 
-    /// What a hint file's 48-byte header declares, when its magic, version, length and checksum
-    /// hold (its blocks unchecked): enough to size an index, or to see that the hint describes more
-    /// bytes than its segment now holds.
-    package static func declaredSummary(_ bytes: UnsafeRawBufferPointer) -> Summary? {
+    /// The length of a hint file's header, from its version field (48 or 96); nil for another version.
+    private static func headerLength(ofVersion version: UInt16) -> Int? {
+        version == 1 ? headerLength : version == 2 ? encryptedHeaderLength : nil
+    }
+
+    /// What a hint file's header declares, when its magic, version, length and checksum hold (its
+    /// blocks unchecked; an encrypted hint's tag too, with `sealing`): enough to size an index, or to
+    /// see that the hint describes more bytes than its segment now holds. `bytes` may be the first
+    /// ``encryptedHeaderLength`` bytes alone.
+    package static func declaredSummary(_ bytes: UnsafeRawBufferPointer, sealing: Sealing? = nil) -> Summary? {
         guard bytes.count >= headerLength, bytes.prefix(8).elementsEqual(magic),
-              bytes.readLittleEndian(at: 8, as: UInt16.self) == 1,
-              bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
-              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<44])) == bytes.readLittleEndian(at: 44, as: UInt32.self)
+              let length = headerLength(ofVersion: bytes.readLittleEndian(at: 8, as: UInt16.self)), bytes.count >= length,
+              bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(length),
+              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<(length - 4)])) == bytes.readLittleEndian(at: length - 4, as: UInt32.self)
         else { return nil }
+        if length == encryptedHeaderLength, let sealing {
+            guard sealing.segmentSalt.elementsEqual(bytes[40..<56]) else { return nil }
+            let cipher = sealing.encryption.cipher(salt: UnsafeRawBufferPointer(rebasing: bytes[56..<72]))
+            guard cipher.verify(tag: UnsafeRawBufferPointer(rebasing: bytes[72..<88]), authenticating: UnsafeRawBufferPointer(rebasing: bytes[0..<72]), number: 0)
+            else { return nil }
+        }
         let covered = bytes.readLittleEndian(at: 24, as: UInt64.self)
         return Summary(
             segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), coveredLength: Int64(clamping: covered),
@@ -158,63 +221,80 @@ package enum HintFile {
     /// Validates a whole hint file, then calls `body` for each entry, in record order.
     /// Returns `nil` without calling `body` when anything is inconsistent (including a covered
     /// length over `segmentLength`). Decodes the file twice; recovery uses the faster ``apply``.
+    /// `sealing`: an encrypted store's (its hints must be version 2, sealed for this segment);
+    /// nil for a store that is not encrypted (its hints must be version 1).
     package static func forEachEntry(
-        in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, _ body: (HintEntry) -> Void
+        in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, _ body: (HintEntry) -> Void
     ) -> Summary? {
-        guard let summary = walk(bytes, segmentID: segmentID, checksums: true, decode: true, { _ in }),
+        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: true, { _ in }),
               summary.coveredLength <= segmentLength else { return nil }
-        return walk(bytes, segmentID: segmentID, checksums: true, decode: true, body)
+        return walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: true, body)
     }
 
     /// Validates a hint file's header and block checksums, then decodes its blocks once, calling
     /// `body` for each entry in record order. A hint that claims to cover more than `segmentLength`
-    /// bytes is invalid. Cost: one checksum pass, one decompression and parse of each block.
+    /// bytes is invalid. Cost: one checksum pass, one decompression and parse of each block (and
+    /// with `sealing`, one decryption: a block whose tag does not hold is found in the second pass,
+    /// `.inconsistent`).
     package static func apply(
-        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, _ body: (HintEntry) -> Void
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, _ body: (HintEntry) -> Void
     ) -> Outcome {
-        guard let summary = walk(bytes, segmentID: segmentID, checksums: true, decode: false, { _ in }),
+        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: false, { _ in }),
               summary.coveredLength <= segmentLength else { return .invalid }
-        guard let applied = walk(bytes, segmentID: segmentID, checksums: false, decode: true, body) else { return .inconsistent }
+        guard let applied = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: false, decode: true, body) else { return .inconsistent }
         return .applied(applied)
     }
 
-    /// The header's summary, after checking the header and every block's framing, and (`checksums`)
-    /// every block's checksum; with `decode`, also decodes every entry (calling `body`) and checks
-    /// the entry count and offsets.
+    /// The header's summary, after checking the header (an encrypted one's tag, and that it names
+    /// the segment's salt) and every block's framing, and (`checksums`) every block's checksum; with
+    /// `decode`, also opens (encrypted) and decodes every entry (calling `body`) and checks the entry
+    /// count and offsets.
     private static func walk(
-        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, checksums: Bool, decode: Bool, _ body: (HintEntry) -> Void
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, sealing: Sealing?, checksums: Bool, decode: Bool, _ body: (HintEntry) -> Void
     ) -> Summary? {
-        guard bytes.count >= headerLength, bytes.prefix(8).elementsEqual(magic),
-              bytes.readLittleEndian(at: 8, as: UInt16.self) == 1,
-              bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
-              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<44])) == bytes.readLittleEndian(at: 44, as: UInt32.self),
-              bytes.readLittleEndian(at: 16, as: UInt64.self) == segmentID
-        else { return nil }
+        guard let summary = declaredSummary(bytes, sealing: sealing), summary.segmentID == segmentID else { return nil }
+        let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
+        // An encrypted store's hints are sealed, and a store that is not encrypted has no sealed ones.
+        guard (version == 2) == (sealing != nil) else { return nil }
+        let cipher = sealing.map { $0.encryption.cipher(salt: UnsafeRawBufferPointer(rebasing: bytes[56..<72])) }
+        let tagLength = sealing == nil ? 0 : FileCipher.tagLength
         let blockCount = Int(bytes.readLittleEndian(at: 12, as: UInt32.self))
-        let summary = Summary(
-            segmentID: segmentID,
-            coveredLength: Int64(bitPattern: bytes.readLittleEndian(at: 24, as: UInt64.self)),
-            entryCount: bytes.readLittleEndian(at: 32, as: UInt64.self))
-        var position = headerLength
-        var offset = Int64(SegmentHeader.length)
+        var position = sealing == nil ? headerLength : encryptedHeaderLength
+        var offset = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
         var entries: UInt64 = 0
         var raw = ByteBuffer(capacity: 0)
-        for _ in 0..<blockCount {
+        var opened = ByteBuffer(capacity: 0)
+        for index in 0..<blockCount {
             guard bytes.count - position >= blockHeaderLength else { return nil }
+            let blockStart = position
             let rawLength = Int(bytes.readLittleEndian(at: position, as: UInt32.self))
             let storedLength = Int(bytes.readLittleEndian(at: position + 4, as: UInt32.self))
             let codec = bytes.readLittleEndian(at: position + 8, as: UInt32.self)
             let crc = bytes.readLittleEndian(at: position + 12, as: UInt32.self)
             position += blockHeaderLength
-            guard rawLength > 0, rawLength <= maxBlockLength, storedLength > 0, storedLength <= bytes.count - position,
-                  codec <= 1, codec == 1 || storedLength == rawLength
+            guard rawLength > 0, rawLength <= maxBlockLength, storedLength > tagLength, storedLength <= bytes.count - position,
+                  codec <= 1, codec == 1 || storedLength == rawLength + tagLength
             else { return nil }
-            let stored = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + storedLength)])
+            var stored = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + storedLength)])
             position += storedLength
             if checksums {
                 guard CRC32C.checksum(of: stored) == crc else { return nil }
             }
             if !decode { continue }
+            if let cipher {
+                let sealed = storedLength - tagLength
+                opened.count = 0
+                var authentic = false
+                opened.appendWithUnsafeSpace(sealed) { space in
+                    authentic = cipher.open(
+                        UnsafeRawBufferPointer(rebasing: stored[..<(stored.startIndex + sealed)]), tag: stored.baseAddress! + sealed,
+                        associatedData: UnsafeRawBufferPointer(rebasing: bytes[blockStart..<(blockStart + 12)]), number: UInt64(index) + 1,
+                        into: space.baseAddress!)
+                    return sealed
+                }
+                guard authentic else { return nil }
+                stored = opened.withUnsafeBytes { $0 }
+            }
             let ok: Bool
             if codec == 1 {
                 raw.count = 0
@@ -224,9 +304,9 @@ package enum HintFile {
                     return decoded ? rawLength : 0
                 }
                 guard decoded else { return nil }
-                ok = raw.withUnsafeBytes { parseEntries($0, offset: &offset, count: &entries, body) }
+                ok = raw.withUnsafeBytes { parseEntries($0, sealed: sealing != nil, offset: &offset, count: &entries, body) }
             } else {
-                ok = parseEntries(stored, offset: &offset, count: &entries, body)
+                ok = parseEntries(stored, sealed: sealing != nil, offset: &offset, count: &entries, body)
             }
             guard ok else { return nil }
         }
@@ -240,21 +320,25 @@ package enum HintFile {
     private static func isPlausible(type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int) -> Bool {
         if RecordHeader.shapeProblem(type: type, flags: flags, keyLength: keyLength, valueLength: valueLength) != nil { return false }
         let fixed = 6 + Varint.size(of: seq) + Varint.size(of: UInt64(keyLength)) + Varint.size(of: UInt64(valueLength))
-            + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength
+            + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength + (flags & RecordFlags.encrypted != 0 ? FileCipher.tagLength : 0)
         guard flags & RecordFlags.lz4 != 0 else { return recordLength == fixed + valueLength }
         // Compressed: a stored-length varint, then 1 ... compressBound(valueLength) payload bytes.
         let bound = LZ4Compressor.bound(valueLength)
         return recordLength - fixed >= 2 && recordLength - fixed <= Varint.size(of: UInt64(bound)) + bound
     }
 
+    /// `sealed`: entries of an encrypted segment, every one of which has the encrypted flag (and
+    /// otherwise none has).
     private static func parseEntries(
-        _ block: UnsafeRawBufferPointer, offset: inout Int64, count: inout UInt64, _ body: (HintEntry) -> Void
+        _ block: UnsafeRawBufferPointer, sealed: Bool, offset: inout Int64, count: inout UInt64, _ body: (HintEntry) -> Void
     ) -> Bool {
         var position = 0
         while position < block.count {
             guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
             let flags = block[position + 1]
-            guard flags & ~RecordFlags.known == 0, flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0 else { return false }
+            guard flags & ~RecordFlags.known == 0, flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0,
+                  (flags & RecordFlags.encrypted != 0) == sealed
+            else { return false }
             position += 2
             guard let seq = Varint.read(block, at: &position),
                   let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),

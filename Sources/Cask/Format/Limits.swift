@@ -9,6 +9,8 @@ public enum Limits {
     public static let maxSeq: UInt64 = (1 << 63) - 1
     /// The most bytes a record header can take: crc, type, flags, three varints, optional expiry.
     static let maxRecordHeaderLength = 4 + 1 + 1 + 10 + 3 + 5 + 5 + 8
-    /// The largest record a reader must accept.
-    static let maxRecordLength = maxRecordHeaderLength + maxKeyLength + maxValueLength
+    /// The most bytes a record takes besides its key and payload: its header and, encrypted, its tag.
+    static let maxRecordOverhead = maxRecordHeaderLength + 16
+    /// The largest record a reader must accept (an encrypted one's tag included).
+    static let maxRecordLength = maxRecordHeaderLength + maxKeyLength + maxValueLength + 16
 }

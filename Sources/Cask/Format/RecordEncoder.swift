@@ -19,12 +19,17 @@ package final class RecordEncoder {
     /// Appends one complete record (checksum included) to `buffer`; returns its length in bytes.
     /// The caller has checked the key and value lengths against ``Limits``. With a `dictionary` (the
     /// one the record's segment names), a compressed value is compressed against it and flagged
-    /// ``RecordFlags/dictionary``.
+    /// ``RecordFlags/dictionary``. With a `cipher` (the segment's, in an encrypted store) the key and
+    /// payload are sealed as message `offset`, the record's place in its segment, and flagged
+    /// ``RecordFlags/encrypted``: the record must be written there, and nothing else ever sealed
+    /// there with that cipher (FORMAT.md, "Encryption").
     package func append(
         type: RecordType, seq: UInt64, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-        expiresAt: UInt64?, batchMember: Bool = false, dictionary: LZ4Dictionary? = nil, to buffer: inout ByteBuffer
+        expiresAt: UInt64?, batchMember: Bool = false, dictionary: LZ4Dictionary? = nil, cipher: FileCipher? = nil, offset: Int64 = 0,
+        to buffer: inout ByteBuffer
     ) -> Int {
         var flags: UInt8 = (expiresAt == nil ? 0 : RecordFlags.expires) | (batchMember ? RecordFlags.batchMember : 0)
+            | (cipher == nil ? 0 : RecordFlags.encrypted)
         var storedLength = value.count
         if value.count >= Self.minimumCompressibleLength && type == .put {
             let allowed = value.count - value.count / 8  // must save at least 1/8
@@ -41,7 +46,7 @@ package final class RecordEncoder {
         }
         let compressed = flags & RecordFlags.lz4 != 0
         lastStoredLength = storedLength
-        let limit = Limits.maxRecordHeaderLength + key.count + storedLength
+        let limit = Limits.maxRecordOverhead + key.count + storedLength
         var length = 0
         // One reservation, then the header is written field by field through a pointer: this is the
         // put hot path, and per-field appends each re-check the capacity.
@@ -59,11 +64,13 @@ package final class RecordEncoder {
                     base.storeBytes(of: expiresAt.littleEndian, toByteOffset: position, as: UInt64.self)
                     position += 8
                 }
+                let headerLength = position
                 if let keyBase = key.baseAddress { (base + position).copyMemory(from: keyBase, byteCount: key.count) }
                 position += key.count
                 let payload = compressed ? compressedValue : value
                 if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: storedLength) }
                 position += storedLength
+                if let cipher { position = Self.seal(base, headerLength: headerLength, end: position, cipher: cipher, offset: offset) }
                 let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: position - 4))
                 base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
                 length = position
@@ -74,12 +81,41 @@ package final class RecordEncoder {
         return length
     }
 
-    /// Turns a valid batch member record into an ordinary one, in place: clears
-    /// ``RecordFlags/batchMember`` and recomputes the checksum.
-    package static func clearBatchMemberFlag(_ record: UnsafeMutableRawBufferPointer) {
-        precondition(record.count > 6)
-        record[5] &= ~RecordFlags.batchMember
-        let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: record[4...]))
-        record.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+    /// Seals bytes `headerLength ..< end` at `base` (a record's key and payload) in place as message
+    /// `offset` of `cipher`, the header's bytes after its checksum as associated data, and stores
+    /// the tag after them; returns where the record ends.
+    @inline(__always)
+    private static func seal(_ base: UnsafeMutableRawPointer, headerLength: Int, end: Int, cipher: FileCipher, offset: Int64) -> Int {
+        cipher.seal(
+            UnsafeMutableRawBufferPointer(start: base + headerLength, count: end - headerLength),
+            associatedData: UnsafeRawBufferPointer(start: base + 4, count: headerLength - 4), number: UInt64(offset), tag: base + end)
+        return end + FileCipher.tagLength
+    }
+
+    /// Appends the record whose plain form is `plain` — a valid record's header, key and payload
+    /// as a reader hands them on (``SegmentReader``: decrypted, without a tag) — as it is to be
+    /// written at `offset` of a segment: sealed with `cipher` (the segment's; nil for a store that
+    /// is not encrypted), and with `clearingBatchMember`, as an ordinary record (a committed batch
+    /// member that compaction copies). Its checksum is computed again. Returns its length.
+    package static func appendRecord(
+        plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, cipher: FileCipher?, offset: Int64,
+        to buffer: inout ByteBuffer
+    ) -> Int {
+        let plainLength = header.payloadEnd
+        precondition(plain.count >= plainLength)
+        var length = 0
+        buffer.appendWithUnsafeSpace(plainLength + FileCipher.tagLength) { space in
+            let base = space.baseAddress!
+            base.copyMemory(from: plain.baseAddress!, byteCount: plainLength)
+            var flags = header.flags & ~RecordFlags.encrypted | (cipher == nil ? 0 : RecordFlags.encrypted)
+            if clearingBatchMember { flags &= ~RecordFlags.batchMember }
+            base.storeBytes(of: flags, toByteOffset: 5, as: UInt8.self)
+            length = plainLength
+            if let cipher { length = seal(base, headerLength: header.headerLength, end: plainLength, cipher: cipher, offset: offset) }
+            let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: length - 4))
+            base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+            return length
+        }
+        return length
     }
 }

@@ -3,13 +3,15 @@
 /// ```
 /// u32  crc32c     over every byte after this field, up to the end of the payload
 /// u8   type       1 put, 2 delete, 3 batch commit
-/// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member, bit 3 dictionary (only with lz4); other bits zero
+/// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member, bit 3 dictionary (only with lz4),
+///                 bit 4 encrypted; other bits zero
 /// var  seq        sequence number (LEB128)
 /// var  keyLength  1 ... 65,535
 /// var  valueLength  uncompressed value length, 0 ... 256 MiB (0 for delete)
 /// var  storedLength only when flags.lz4: payload bytes on disk, 1 ... bound(valueLength)
 /// u64  expiresAt  only when flags.expires: milliseconds since 1970-01-01 UTC
 /// key bytes, then payload bytes (storedLength, or valueLength when not compressed)
+/// encrypted: key and payload are ciphertext, followed by a 16-byte tag
 /// ```
 package struct RecordHeader: Equatable, Sendable {
     package var type: RecordType
@@ -25,8 +27,12 @@ package struct RecordHeader: Equatable, Sendable {
     package var isCompressed: Bool { flags & RecordFlags.lz4 != 0 }
     /// Whether the LZ4 payload needs the segment's dictionary to expand.
     package var usesDictionary: Bool { flags & RecordFlags.dictionary != 0 }
-    /// The whole record: header, key and payload.
-    package var recordLength: Int { headerLength + keyLength + storedLength }
+    /// Whether the key and payload are sealed, and a tag follows them.
+    package var isEncrypted: Bool { flags & RecordFlags.encrypted != 0 }
+    /// Where the payload ends: the end of the record, or of its ciphertext.
+    package var payloadEnd: Int { headerLength + keyLength + storedLength }
+    /// The whole record: header, key and payload, and an encrypted record's tag.
+    package var recordLength: Int { payloadEnd + (isEncrypted ? FileCipher.tagLength : 0) }
 
     /// Why bytes are not a valid record.
     package enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
@@ -34,6 +40,9 @@ package struct RecordHeader: Equatable, Sendable {
         case truncated(needed: Int)
         case malformed(String)
         case checksumMismatch(stored: UInt32, computed: UInt32)
+        /// An encrypted record whose tag does not hold: altered (its checksum computed again), moved
+        /// from another place or segment, or sealed under another key.
+        case notAuthentic
 
         package var description: String {
             switch self {
@@ -41,6 +50,8 @@ package struct RecordHeader: Equatable, Sendable {
             case .malformed(let reason): reason
             case .checksumMismatch(let stored, let computed):
                 "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(computed, radix: 16)))"
+            case .notAuthentic:
+                "authentication failed (the record was altered or moved, or sealed under another key)"
             }
         }
     }
@@ -107,10 +118,10 @@ package struct RecordHeader: Equatable, Sendable {
     /// anything. Hint entries are held to the same shapes.
     package static func shapeProblem(type: RecordType, flags: UInt8, keyLength: Int, valueLength: Int) -> String? {
         switch type {
-        case .delete where valueLength != 0 || flags & ~RecordFlags.batchMember != 0:
+        case .delete where valueLength != 0 || flags & ~(RecordFlags.batchMember | RecordFlags.encrypted) != 0:
             "delete record carries a value, compression or an expiry"
-        case .batch where keyLength != 8 || !(1...5).contains(valueLength) || flags != 0:
-            "batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags"
+        case .batch where keyLength != 8 || !(1...5).contains(valueLength) || flags & ~RecordFlags.encrypted != 0:
+            "batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags but the encrypted flag"
         default:
             nil
         }

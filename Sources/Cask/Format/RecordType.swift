@@ -29,5 +29,8 @@ package enum RecordFlags {
     /// With ``lz4``: the LZ4 block refers back into the dictionary its segment's header names
     /// (``SegmentHeader/dictionaryID``), and expands only with it.
     package static let dictionary: UInt8 = 0x08
-    package static let known: UInt8 = lz4 | expires | batchMember | dictionary
+    /// The key and payload are sealed with the segment's cipher (ciphertext of the same length) and
+    /// followed by a 16-byte tag: every record of an encrypted segment, and only those.
+    package static let encrypted: UInt8 = 0x10
+    package static let known: UInt8 = lz4 | expires | batchMember | dictionary | encrypted
 }

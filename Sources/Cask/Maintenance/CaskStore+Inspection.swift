@@ -14,18 +14,24 @@ extension CaskStore {
     /// format (``CaskError/unsupportedFormat(path:version:)``), and when `segment` names a segment
     /// file that does not exist. `visit` is called on the calling thread. Complexity: O(bytes of the
     /// segments read); memory: a 1 MiB read window (larger only for a larger record).
-    public static func inspect(at directory: String, segment: UInt64? = nil, _ visit: (InspectedItem) -> Void) throws(CaskError) {
+    ///
+    /// An encrypted store is read with its key (`encryption`): records are reported decrypted, and
+    /// one whose tag does not hold is damage.
+    public static func inspect(
+        at directory: String, segment: UInt64? = nil, encryption: Encryption = .none, _ visit: (InspectedItem) -> Void
+    ) throws(CaskError) {
         let fileSystem = PosixFileSystem()
         switch fileSystem.isDirectory(directory) {
         case .some(true): break
         case .some(false): throw CaskError.io(operation: "inspect", path: directory, errno: .notDirectory)
         case .none: throw CaskError.io(operation: "inspect", path: directory, errno: .noEntry)
         }
+        let storeEncryption = try StoreEncryption.open(directory: directory, requested: encryption, creating: false, fileSystem: fileSystem)
         let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         for id in segment.map({ [$0] }) ?? listing.segmentIDs {
             let path = listing.segmentPath(id)
             let outcome = try SegmentReader.read(
-                segment: id, of: listing, fileSystem: fileSystem,
+                segment: id, of: listing, encryption: storeEncryption, fileSystem: fileSystem,
                 onOpen: { length, header in
                     visit(.segment(InspectedSegment(
                         id: id, file: path, bytes: length, baseSeq: header?.baseSeq,

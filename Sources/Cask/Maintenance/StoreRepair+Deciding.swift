@@ -29,7 +29,7 @@ extension StoreRepair {
         }
         var lost = segment.suspected
         for entry in segment.hinted {
-            if let bytes = Self.rebuild(entry) {
+            if let bytes = Self.rebuild(entry, sealed: encryption != nil) {
                 items.append(Item(offset: entry.offset, length: entry.length, type: entry.type, flags: entry.flags, seq: entry.seq,
                                   batchFirstSeq: entry.type == .batch ? Self.littleEndian(entry.key) : 0, rebuilt: bytes))
             } else {
@@ -93,24 +93,28 @@ extension StoreRepair {
         switch segment.header {
         case .success(let decoded):
             header = SegmentHeader(segmentID: segment.id, baseSeq: decoded.baseSeq, dictionaryID: decoded.dictionaryID,
-                dictionaryChecksum: decoded.dictionaryChecksum)
+                dictionaryChecksum: decoded.dictionaryChecksum, sealing: decoded.sealing)
             if decoded.segmentID != segment.id {
                 headerProblem = "its header names segment \(decoded.segmentID)"
             }
         case .failure(let problem):
             // No record in a segment has a seq below its base seq.
             let lowest = items.filter { $0.dropReason == nil }.map(\.seq).min()
-            header = SegmentHeader(segmentID: segment.id, baseSeq: min(lowest ?? nextSeq, Limits.maxSeq))
+            let sealing = encryption.map {
+                SegmentHeader.Sealing(algorithm: $0.algorithm, storeID: $0.storeID, salt: FileCipher.randomSalt(), dictionarySalt: nil)
+            }
+            header = SegmentHeader(segmentID: segment.id, baseSeq: min(lowest ?? nextSeq, Limits.maxSeq), sealing: sealing)
             headerProblem = segment.headerReason ?? "invalid segment header (\(problem.explanation))"
         }
 
         let changesSegment = headerProblem != nil || !dropped.isEmpty || recordsRestored > 0
         var repair = SegmentRepair(id: segment.id)
         if changesSegment {
-            let newLength = pieces.reduce(Int64(SegmentHeader.length)) { total, piece in
+            let tag = Int64(encryption == nil ? 0 : FileCipher.tagLength)  // a rebuilt record is sealed as it is written
+            let newLength = pieces.reduce(Int64(header.byteCount)) { total, piece in
                 switch piece {
                 case .copy(_, let length): total + length
-                case .bytes(let bytes): total + Int64(bytes.count)
+                case .bytes(let bytes): total + Int64(bytes.count) + tag
                 }
             }
             var change = RepairReport.Change(
@@ -118,7 +122,7 @@ extension StoreRepair {
                 droppedRanges: dropped, recordsDropped: recordsDropped, recordsRestored: recordsRestored, reason: "")
             let isPrefix: Bool = switch pieces.count {
             case 0: true
-            case 1: if case .copy(Int64(SegmentHeader.length), _) = pieces[0] { true } else { false }
+            case 1: if case .copy(Int64(header.byteCount), _) = pieces[0] { true } else { false }
             default: false
             }
             if headerProblem == nil && isPrefix {
@@ -131,10 +135,15 @@ extension StoreRepair {
                 var reasons: [String] = []
                 if let headerProblem { reasons.append("\(headerProblem); written anew with base seq \(header.baseSeq)") }
                 let ranges = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.count
-                if ranges > 0 { reasons.append("\(ranges) damaged range\(ranges == 1 ? "" : "s") dropped, every intact record kept byte for byte") }
+                if ranges > 0 {
+                    reasons.append(encryption == nil
+                        ? "\(ranges) damaged range\(ranges == 1 ? "" : "s") dropped, every intact record kept byte for byte"
+                        : "\(ranges) damaged range\(ranges == 1 ? "" : "s") dropped, every intact record kept (sealed again with a new salt)")
+                }
                 if recordsDropped > 0 { reasons.append("\(recordsDropped) unreadable or never applied record\(recordsDropped == 1 ? "" : "s") dropped") }
                 change.reason = reasons.joined(separator: "; ")
                 repair.rewrite = (header, pieces)
+                if case .success(let decoded) = segment.header { repair.sourceSalt = decoded.sealing?.salt }
             }
             plan.report.changes.append(change)
             plan.backupFiles.append(SegmentName.segment(segment.id))
@@ -155,7 +164,8 @@ extension StoreRepair {
     }
 
     /// The bytes of a record a hint entry describes completely — a delete or a batch commit — or nil.
-    static func rebuild(_ entry: HintedRecord) -> [UInt8]? {
+    /// `sealed` (an encrypted store's entry): its plain form, which the rewrite seals at its place.
+    static func rebuild(_ entry: HintedRecord, sealed: Bool) -> [UInt8]? {
         var value: [UInt8] = []
         switch entry.type {
         case .put:
@@ -173,7 +183,7 @@ extension StoreRepair {
             } while count > 0
             guard value.count == entry.valueLength else { return nil }
         }
-        var buffer = ByteBuffer(capacity: Limits.maxRecordHeaderLength + entry.key.count + value.count)
+        var buffer = ByteBuffer(capacity: Limits.maxRecordOverhead + entry.key.count + value.count)
         entry.key.withBytes { key in
             value.withBytes { value in
                 _ = RecordEncoder().append(
@@ -182,9 +192,10 @@ extension StoreRepair {
             }
         }
         let bytes = buffer.copyBytes()
-        guard Int64(bytes.count) == entry.length,
+        guard Int64(bytes.count + (sealed ? FileCipher.tagLength : 0)) == entry.length,
               case .success(let header) = bytes.withBytes({ RecordHeader.validate($0) }),
-              header.type == entry.type, header.flags == entry.flags, header.seq == entry.seq else { return nil }
+              header.type == entry.type, header.flags | (sealed ? RecordFlags.encrypted : 0) == entry.flags, header.seq == entry.seq
+        else { return nil }
         return bytes
     }
 }

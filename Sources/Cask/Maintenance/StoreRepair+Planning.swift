@@ -19,9 +19,10 @@ extension StoreRepair {
     }
 
     enum Piece {
-        /// Bytes of the old segment, copied as they are.
+        /// Bytes of the old segment (whole records), copied as they are — in an encrypted store,
+        /// each record opened and sealed again at its new place.
         case copy(offset: Int64, length: Int64)
-        /// A record rebuilt from the hint file.
+        /// A record rebuilt from the hint file (in an encrypted store, its plain form, sealed when written).
         case bytes([UInt8])
 
         var length: Int64 {
@@ -34,8 +35,11 @@ extension StoreRepair {
 
     struct SegmentRepair {
         var id: UInt64
-        /// The new header and contents, or nil when only the hint file is rebuilt.
+        /// The new header and contents, or nil when only the hint file is rebuilt. An encrypted
+        /// header gets a new salt when it is written.
         var rewrite: (header: SegmentHeader, pieces: [Piece])?
+        /// An encrypted segment's salt as it is, whose cipher opens the records copied.
+        var sourceSalt: [UInt8]?
         var truncateTo: Int64?
         /// The index of the hint file's change in the report, when it is rebuilt.
         var hintChange: Int?

@@ -62,12 +62,14 @@ extension StoreRepair {
         var records: [ScannedRecord] = []
         var dictionary = SegmentDictionary.none
         let start = meter.done
+        var hintSealing: HintFile.Sealing?
         let read = try SegmentReader.read(
-            segment: id, of: listing, lockHeld: lockHeld, fileSystem: fileSystem,
+            segment: id, of: listing, lockHeld: lockHeld, encryption: encryption, fileSystem: fileSystem,
             onOpen: { length, header in
                 analysis.length = length
                 if let header { analysis.header = .success(header) }
                 dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
+                if let encryption, let salt = header?.sealing?.salt { hintSealing = HintFile.Sealing(encryption: encryption, segmentSalt: salt) }
             },
             onRecord: { offset, header, bytes in
                 let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
@@ -92,7 +94,13 @@ extension StoreRepair {
         if case .success(let header) = analysis.header { analysis.nextSeq = header.baseSeq }
         for record in records { analysis.nextSeq = max(analysis.nextSeq, record.seq + 1) }
 
-        if analysis.hasHint { checkHint(&analysis) }
+        if analysis.hasHint {
+            if encryption != nil && hintSealing == nil {
+                analysis.hintProblem = "its segment's header does not authenticate, so the hint cannot be checked"
+            } else {
+                checkHint(&analysis, sealing: hintSealing)
+            }
+        }
         for entry in analysis.hinted { analysis.nextSeq = max(analysis.nextSeq, entry.seq + 1) }
         // What a damaged range held, when no trusted hint says: not for a torn tail (a write a crash
         // interrupted before it was acknowledged), nor for a batch never applied.
@@ -115,17 +123,19 @@ extension StoreRepair {
     /// Compares the segment's hint file with the scan (``HintCheck``). A hint that lists every
     /// intact record exactly (and nothing else outside the damaged ranges) is trusted for the
     /// records it lists inside them, and for those it lists past the segment's end (lost with its tail).
-    func checkHint(_ analysis: inout SegmentAnalysis) {
+    func checkHint(_ analysis: inout SegmentAnalysis, sealing: HintFile.Sealing?) {
         let hintPath = path(SegmentName.hint(analysis.id))
         let bytes: [UInt8]
-        switch SegmentReader.readHint(of: analysis.id, segmentLength: analysis.length, at: hintPath, fileSystem: fileSystem) {
+        switch SegmentReader.readHint(of: analysis.id, segmentLength: analysis.length, at: hintPath, sealing: sealing, fileSystem: fileSystem) {
         case .read(let read): bytes = read
         case .unusable(let invalid):
             analysis.hintProblem = invalid.reason
             return
         }
-        guard var check = bytes.withUnsafeBytes({ HintCheck(hint: $0, segmentID: analysis.id, segmentLength: analysis.length) }) else {
-            analysis.hintProblem = bytes.withUnsafeBytes { SegmentReader.refusal(of: $0, segmentID: analysis.id, segmentLength: analysis.length) }
+        guard var check = bytes.withUnsafeBytes({ HintCheck(hint: $0, segmentID: analysis.id, segmentLength: analysis.length, sealing: sealing) }) else {
+            analysis.hintProblem = bytes.withUnsafeBytes {
+                SegmentReader.refusal(of: $0, segmentID: analysis.id, segmentLength: analysis.length, sealing: sealing)
+            }
             return
         }
         for record in analysis.records {
@@ -149,8 +159,10 @@ extension StoreRepair {
     }
 
     /// The record a damaged range seems to start with, when its header still parses (unverified:
-    /// any field may be damaged).
+    /// any field may be damaged). In an encrypted store, nil: its key is sealed, and cannot be
+    /// read from bytes that do not authenticate.
     func suspectedRecord(in range: DamagedRange, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
+        if encryption != nil { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(min(range.length, Int64(Limits.maxRecordHeaderLength + Limits.maxKeyLength))))
         let read: Int
         do { read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: range.offset) } } catch {

@@ -47,12 +47,17 @@ extension CaskStore {
     /// store readable (each step is atomic) and the backup complete; running the repair again
     /// finishes it. `progress` is called on the calling thread.
     /// Complexity: one read of every segment; one write of each segment it rewrites.
+    ///
+    /// An encrypted store is repaired with its key (`encryption`). A segment it rewrites gets a new
+    /// salt, and every record it keeps is sealed again at its new place (the one exception to "byte
+    /// for byte": a place is never sealed twice); a segment whose header does not authenticate keeps
+    /// none of its records (they cannot be told from forged ones), and its original stays in the backup.
     public static func repair(
-        at directory: String, dryRun: Bool = false, backupDirectory: String? = nil,
+        at directory: String, dryRun: Bool = false, backupDirectory: String? = nil, encryption: Encryption = .none,
         progress: ((Progress) -> Void)? = nil
     ) throws(CaskError) -> RepairReport {
-        try StoreRepair(directory: directory, fileSystem: PosixFileSystem())
-            .run(dryRun: dryRun, backupDirectory: backupDirectory, progress: progress)
+        var repair = StoreRepair(directory: directory, encryption: encryption, fileSystem: PosixFileSystem())
+        return try repair.run(dryRun: dryRun, backupDirectory: backupDirectory, progress: progress)
     }
 }
 
@@ -61,16 +66,21 @@ extension CaskStore {
 package struct StoreRepair {
     let directory: String
     let fileSystem: any FileSystem
-    /// The dictionaries segments name, each loaded once.
-    let dictionaries: DictionaryCatalog
+    /// The encryption asked for; the store's, checked, once ``run(dryRun:backupDirectory:progress:)`` starts.
+    let requested: Encryption
+    /// Set by ``run(dryRun:backupDirectory:progress:)``: the store's encryption (nil: not encrypted)
+    /// and its dictionaries.
+    private(set) var encryption: StoreEncryption?
+    private(set) var dictionaries: DictionaryCatalog
 
-    package init(directory: String, fileSystem: any FileSystem) {
+    package init(directory: String, encryption: Encryption = .none, fileSystem: any FileSystem) {
         self.directory = directory
         self.fileSystem = fileSystem
-        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
+        requested = encryption
+        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: nil)
     }
 
-    package func run(
+    package mutating func run(
         dryRun: Bool, backupDirectory: String?, progress: ((CaskStore.Progress) -> Void)?
     ) throws(CaskError) -> RepairReport {
         switch fileSystem.isDirectory(directory) {
@@ -95,6 +105,8 @@ package struct StoreRepair {
             withExtendedLifetime(probe) {}  // The dry run's lock holds to here; `probe` closes next.
         }
 
+        encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
+        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)
         // Without the lock (a dry run that could not take it), a writer may be appending: the reader
         // then treats a short active segment as one that may still grow.
         var plan = try makePlan(lockHeld: lock != nil || probe != nil, progress: progress)

@@ -20,10 +20,14 @@ extension CaskStore {
     /// ``Progress/Phase/verifying``; also after each segment), with the segment bytes read so far
     /// and the bytes of all segments as listed at the start (a segment a writer appends to
     /// meanwhile can take `done` past `total`).
+    ///
+    /// An encrypted store is verified with its key (`encryption`): every record's tag is checked
+    /// too, and a record whose tag does not hold is damage. Throws ``CaskError/encryptionKeyRequired(path:)``
+    /// without it and ``CaskError/wrongKey(path:)`` for another key.
     public static func verify(
-        at directory: String, progress: ((Progress) -> Void)? = nil
+        at directory: String, encryption: Encryption = .none, progress: ((Progress) -> Void)? = nil
     ) throws(CaskError) -> VerificationReport {
-        try StoreVerifier(directory: directory, fileSystem: PosixFileSystem()).run(progress: progress)
+        try StoreVerifier(directory: directory, encryption: encryption, fileSystem: PosixFileSystem()).run(progress: progress)
     }
 }
 
@@ -33,13 +37,13 @@ extension CaskStore {
 package struct StoreVerifier {
     let directory: String
     let fileSystem: any FileSystem
-    /// The dictionaries segments name, each loaded once.
-    let dictionaries: DictionaryCatalog
+    /// The encryption asked for, checked against the store's when the run starts.
+    let requested: Encryption
 
-    package init(directory: String, fileSystem: any FileSystem) {
+    package init(directory: String, encryption: Encryption = .none, fileSystem: any FileSystem) {
         self.directory = directory
         self.fileSystem = fileSystem
-        dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
+        requested = encryption
     }
 
     package func run(progress: ((CaskStore.Progress) -> Void)? = nil) throws(CaskError) -> VerificationReport {
@@ -48,6 +52,8 @@ package struct StoreVerifier {
         case .some(false): throw CaskError.io(operation: "verify", path: directory, errno: .notDirectory)
         case .none: throw CaskError.io(operation: "verify", path: directory, errno: .noEntry)
         }
+        let encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
+        let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)
         let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
         var report = VerificationReport(directory: directory)
         report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
@@ -63,7 +69,7 @@ package struct StoreVerifier {
         meter.report(0)
         var finished: Int64 = 0  // Bytes of the segments already read.
         for id in ids {
-            try verifySegment(id: id, of: listing, into: &report) { position in
+            try verifySegment(id: id, of: listing, encryption: encryption, dictionaries: dictionaries, into: &report) { position in
                 meter.advance(to: finished + position)
             }
             finished += report.segments.last.map { $0.id == id ? $0.bytes : 0 } ?? 0
@@ -83,7 +89,10 @@ package struct StoreVerifier {
         ids.reduce(0) { total, id in total + ((try? fileSystem.fileSize(atPath: path(SegmentName.segment(id)))) ?? 0) }
     }
 
-    private func verifySegment(id: UInt64, of listing: StoreDirectory, into report: inout VerificationReport, progress: (Int64) -> Void) throws(CaskError) {
+    private func verifySegment(
+        id: UInt64, of listing: StoreDirectory, encryption: StoreEncryption?, dictionaries: DictionaryCatalog, into report: inout VerificationReport,
+        progress: (Int64) -> Void
+    ) throws(CaskError) {
         let segmentPath = listing.segmentPath(id), hintPath = listing.hintPath(id)
         var segment = VerificationReport.Segment(id: id, file: segmentPath, bytes: 0)
         var damage: [DamagedRange] = []
@@ -92,16 +101,23 @@ package struct StoreVerifier {
         var invalidHint: InvalidHint?
         var dictionary = SegmentDictionary.none
         let read = try SegmentReader.read(
-            segment: id, of: listing, fileSystem: fileSystem,
+            segment: id, of: listing, encryption: encryption, fileSystem: fileSystem,
             onOpen: { length, header in
                 segment.bytes = length
                 dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
                 guard listing.hintedIDs.contains(id) else { return }
-                switch SegmentReader.readHint(of: id, segmentLength: length, at: hintPath, fileSystem: fileSystem) {
+                let sealing = encryption.flatMap { encryption in
+                    header?.sealing.map { HintFile.Sealing(encryption: encryption, segmentSalt: $0.salt) }
+                }
+                if encryption != nil && sealing == nil {
+                    invalidHint = InvalidHint(file: hintPath, segmentID: id, reason: "its segment's header does not authenticate, so the hint cannot be checked")
+                    return
+                }
+                switch SegmentReader.readHint(of: id, segmentLength: length, at: hintPath, sealing: sealing, fileSystem: fileSystem) {
                 case .read(let bytes):
-                    hint = bytes.withUnsafeBytes { HintCheck(hint: $0, segmentID: id, segmentLength: length) }
+                    hint = bytes.withUnsafeBytes { HintCheck(hint: $0, segmentID: id, segmentLength: length, sealing: sealing) }
                     if hint == nil {
-                        let reason = bytes.withUnsafeBytes { SegmentReader.refusal(of: $0, segmentID: id, segmentLength: length) }
+                        let reason = bytes.withUnsafeBytes { SegmentReader.refusal(of: $0, segmentID: id, segmentLength: length, sealing: sealing) }
                         invalidHint = InvalidHint(file: hintPath, segmentID: id, reason: reason)
                     }
                 case .unusable(let failure):

@@ -43,12 +43,15 @@ package struct StoreRecovery {
     let hugePages: Bool
     /// Where the segments' dictionaries are loaded (each once).
     let dictionaries: DictionaryCatalog
+    /// The store's encryption (nil: not encrypted).
+    let encryption: StoreEncryption?
 
     package init(
         directory: String, fileSystem: any FileSystem, writable: Bool, maxSegmentSize: Int64, mapReads: Bool, mapWrites: Bool = false,
-        hugePages: Bool = false, dictionaries: DictionaryCatalog
+        hugePages: Bool = false, dictionaries: DictionaryCatalog, encryption: StoreEncryption?
     ) {
         self.dictionaries = dictionaries
+        self.encryption = encryption
         self.directory = directory
         self.fileSystem = fileSystem
         self.writable = writable
@@ -172,49 +175,62 @@ package struct StoreRecovery {
         }
         // The file object owns the descriptor from here, and closes it.
         let fd = opened.take()
-        let dictionary = dictionaries.dictionary(ofSegment: fd, path: segmentPath)
-        // The active segment may go on growing: map it at its maximum size.
-        let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
-        let file = SegmentFile(
-            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
-            writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary)
-        var stats = SegmentStats(id: id)
-        stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
-        stats.sealed = !isActive
 
         // Header.
-        var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, fileSystem: fileSystem)
-        var (header, headerDamage) = try reader.readHeader()
+        var reader = SegmentReader(
+            fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, encryption: encryption, fileSystem: fileSystem)
+        var (header, headerDamage): (SegmentHeader?, DamagedRange?)
+        do { (header, headerDamage) = try reader.readHeader() } catch {
+            fileSystem.close(fd)
+            throw error
+        }
         if let header { result.nextSeq = max(result.nextSeq, header.baseSeq) }
         if keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
             // A crash while the segment was being created: its header is cut short, or has the right
-            // length but was not all written (zeros), and no record follows it. Rewrite the header.
-            let rewritten = SegmentHeader(segmentID: id, baseSeq: min(result.nextSeq, Limits.maxSeq))
+            // length but was not all written (zeros), and no record follows it. Rewrite the header
+            // (encrypted: with a new salt, as for any new segment).
+            let (rewritten, headerCipher) = StoreWriter.newHeader(id: id, baseSeq: min(result.nextSeq, Limits.maxSeq), dictionary: nil, encryption: encryption)
             do {
                 try fileSystem.ftruncate(fd, length: 0)
-                try rewritten.encoded().withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
+                try rewritten.encoded(cipher: headerCipher?.cipher).withBytes { (raw) throws(Errno) in try fileSystem.writeAll(fd, from: raw, at: 0) }
                 try fileSystem.fdatasync(fd)  // before any newer segment can exist, as for a new segment
             } catch {
+                fileSystem.close(fd)
                 throw CaskError.from(error, operation: "rewrite segment header", path: segmentPath)
             }
             result.report.truncations.append(.init(
                 file: segmentPath, offset: 0, bytesRemoved: length, reason: "segment header was incomplete; rewritten"))
-            length = Int64(SegmentHeader.length)
-            file.writtenLength.store(length, ordering: .relaxed)
-            reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, fileSystem: fileSystem)
-            (header, headerDamage) = try reader.readHeader()
+            length = Int64(rewritten.byteCount)
+            reader = SegmentReader(
+                fd: fd, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: writable, encryption: encryption, fileSystem: fileSystem)
+            do { (header, headerDamage) = try reader.readHeader() } catch {
+                fileSystem.close(fd)
+                throw error
+            }
         }
+        let dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
+        // The active segment may go on growing: map it at its maximum size.
+        let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
+        let file = SegmentFile(
+            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
+            writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary, sealing: reader.sealing)
+        var stats = SegmentStats(id: id)
+        stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
+        stats.sealed = !isActive
+        stats.headerBytes = reader.contentStart
         stats.fileBytes = length
 
         // Hint.
         var batch = BatchAssembler()
-        var scanFrom = Int64(SegmentHeader.length)
+        var scanFrom = reader.contentStart
         var settled: Int64?
         var hintCovers: Int64 = 0
         var lostTail: DamagedRange?
         var hintDamage: [DamagedRange] = []
-        if hasHint {  // A hint names its segment itself: it is used behind a damaged header too.
-            switch loadHint(id: id, segmentLength: length, into: &result, stats: &stats, batch: &batch) {
+        // A hint names its segment itself: it is used behind a damaged header too, but for an
+        // encrypted store's, which names it by the salt in the header.
+        if hasHint && (encryption == nil || reader.sealing != nil) {
+            switch loadHint(id: id, segmentLength: length, sealing: reader.hintSealing, into: &result, stats: &stats, batch: &batch) {
             case .applied(let covered, let settledByHint, let damage):
                 hintDamage = damage
                 if result.inconsistentHint != nil { return }
@@ -293,6 +309,7 @@ package struct StoreRecovery {
         result.report.damagedRanges += damage
 
         // A damaged segment is never appended to: a new one starts, so the damage stays where it is.
+        // (Nor is an encrypted store's: its writer seals it before its first write, see ``StoreWriter``.)
         if keepOpenForWriting && length < maxSegmentSize && damage.isEmpty {
             result.active = file
         } else {
@@ -313,22 +330,24 @@ package struct StoreRecovery {
         case invalid(InvalidHint, lostTail: DamagedRange?)
     }
 
-    /// Applies a hint file, or says why it cannot be used.
+    /// Applies a hint file, or says why it cannot be used. `sealing`: an encrypted store's, for the segment.
     private func loadHint(
-        id: UInt64, segmentLength: Int64, into result: inout Result, stats: inout SegmentStats, batch: inout BatchAssembler
+        id: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?, into result: inout Result, stats: inout SegmentStats,
+        batch: inout BatchAssembler
     ) -> HintLoad {
         let hintPath = path(SegmentName.hint(id)), segmentPath = path(SegmentName.segment(id))
         let bytes: [UInt8]
-        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, beyondSegment: false, fileSystem: fileSystem) {
+        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, beyondSegment: false, sealing: sealing, fileSystem: fileSystem) {
         case .read(let read): bytes = read
         case .unusable(let invalid):
             // Unreadable, or too long for this segment; its header alone says whether the segment lost its tail.
-            return .invalid(invalid, lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hintPath: hintPath, fileSystem: fileSystem))
+            return .invalid(invalid, lostTail: SegmentReader.lostTail(
+                segmentID: id, path: segmentPath, segmentLength: segmentLength, hintPath: hintPath, sealing: sealing, fileSystem: fileSystem))
         }
         var loaded = stats
         var loadedBatch = batch
         var incomplete: [DamagedRange] = []
-        var settled = Int64(SegmentHeader.length)
+        var settled = stats.headerBytes
         let pending = PendingIndexUpdates(index: result.index)
         let outcome = bytes.withUnsafeBytes { raw in
             // Size the index for the entries at once rather than growing its way there. Usually the
@@ -336,7 +355,7 @@ package struct StoreRecovery {
             if let entries = Self.declaredEntries(raw, segmentLength: segmentLength) {
                 result.index.reserve(result.index.count + entries)
             }
-            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength) { entry in
+            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: sealing) { entry in
                 let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength))
                 Self.count(seq: entry.seq, valueLength: entry.valueLength, into: &result, stats: &loaded)
                 if entry.flags & RecordFlags.batchMember == 0 { settled = entry.offset + Int64(entry.recordLength) }
@@ -371,8 +390,8 @@ package struct StoreRecovery {
         case .invalid:
             return bytes.withUnsafeBytes { raw in
                 .invalid(
-                    InvalidHint(file: hintPath, segmentID: id, reason: SegmentReader.refusal(of: raw, segmentID: id, segmentLength: segmentLength)),
-                    lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hint: raw))
+                    InvalidHint(file: hintPath, segmentID: id, reason: SegmentReader.refusal(of: raw, segmentID: id, segmentLength: segmentLength, sealing: sealing)),
+                    lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hint: raw, sealing: sealing))
             }
         case .inconsistent:
             result.inconsistentHint = id

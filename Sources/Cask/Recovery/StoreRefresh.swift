@@ -76,21 +76,27 @@ struct StoreRefresh {
             do { length = try fileSystem.fileSize(opened.descriptor) } catch {
                 throw CaskError.io(operation: "fstat", path: segmentPath, errno: error)
             }
-            let fd = opened.take()
-            let dictionary = dictionaries.dictionary(ofSegment: fd, path: segmentPath)
-            let file = SegmentFile(
-                id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapReads ? Int(length) : 0,
-                writable: false, hugePages: false, dictionary: dictionary)
-            var reader = SegmentReader(fd: fd, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false, fileSystem: fileSystem)
-            let (_, headerDamage) = try reader.readHeader()
+            var reader = SegmentReader(
+                fd: opened.descriptor, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false,
+                encryption: dictionaries.encryption, fileSystem: fileSystem)
+            let (header, headerDamage) = try reader.readHeader()
             // Being created: its header is not all written yet. The next refresh reads it.
             if headerDamage?.kind == .tornTail { break }
+            let dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
+            let file = SegmentFile(
+                id: id, path: segmentPath, fd: opened.take(), length: length, fileSystem: fileSystem, mapLength: mapReads ? Int(length) : 0,
+                writable: false, hugePages: false, dictionary: dictionary, sealing: reader.sealing)
             var stats = SegmentStats(id: id)
-            stats.fileBytes = Int64(SegmentHeader.length)
+            stats.headerBytes = reader.contentStart
+            stats.fileBytes = reader.contentStart
             stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
             plan.newSegments.append((file, stats))
-            plan.ends[id] = Int64(SegmentHeader.length)
-            try read(file: file, from: Int64(SegmentHeader.length), length: length, into: &plan)
+            plan.ends[id] = reader.contentStart
+            if let damage = headerDamage, damage.kind == .segmentHeader, damage.length == length, dictionaries.encryption != nil {
+                plan.damage.append(damage)  // an encrypted segment whose header does not authenticate: nothing of it is read
+                continue
+            }
+            try read(file: file, from: reader.contentStart, length: length, into: &plan)
         }
         if let older = plan.records.first(where: { $0.seq <= maxSeq }) {
             return .reload("segment \(older.location.segmentID) holds a record (seq \(older.seq)) older than what this handle read (a compaction's copy)")
@@ -103,7 +109,7 @@ struct StoreRefresh {
     /// members only with their commit record.
     private func read(file: SegmentFile, from start: Int64, length: Int64, into plan: inout Plan) throws(CaskError) {
         let id = UInt32(file.id)
-        var reader = SegmentReader(fd: file.fd, id: file.id, path: file.path, length: length, isActive: true, lockHeld: false, fileSystem: fileSystem)
+        var reader = SegmentReader(file: file, length: length, isActive: true, lockHeld: false, encryption: dictionaries.encryption, fileSystem: fileSystem)
         var batch = BatchAssembler()
         var records: [Record] = []
         let outcome = try reader.readRecords(

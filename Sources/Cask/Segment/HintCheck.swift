@@ -61,12 +61,14 @@ package struct HintCheck {
     /// The entries of `hint`, the bytes of segment `segmentID`'s hint file, for a segment of
     /// `segmentLength` bytes — or nil when ``HintFile`` refuses them (``SegmentReader/refusal(of:segmentID:segmentLength:)``
     /// says why). Entries past the segment's end are kept when the hint's header declares them.
-    package init?(hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64) {
-        // Capped as ``SegmentReader/declaredLength(ofHint:segmentID:)`` caps it: no segment is longer.
-        let declared = min(HintFile.declaredSummary(hint).flatMap { $0.segmentID == segmentID ? $0.coveredLength : nil } ?? 0, Int64(UInt32.max))
+    /// `sealing`: an encrypted store's, for the segment.
+    package init?(hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?) {
+        // Capped as ``SegmentReader/declaredLength(ofHint:segmentID:sealing:)`` caps it: no segment is longer.
+        let declared = min(
+            HintFile.declaredSummary(hint, sealing: sealing).flatMap { $0.segmentID == segmentID ? $0.coveredLength : nil } ?? 0, Int64(UInt32.max))
         var entries: [Entry] = []
         var keys: [UInt8] = []
-        let summary = HintFile.forEachEntry(in: hint, segmentID: segmentID, segmentLength: max(segmentLength, declared)) { entry in
+        let summary = HintFile.forEachEntry(in: hint, segmentID: segmentID, segmentLength: max(segmentLength, declared), sealing: sealing) { entry in
             let start = keys.count
             keys.append(contentsOf: entry.key)
             entries.append(Entry(

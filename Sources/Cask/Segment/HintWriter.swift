@@ -10,13 +10,16 @@ package enum HintWriter {
 
     /// Scans `file` up to `length`, makes the segment durable, and writes `DIR/<id>.hint`
     /// atomically (temporary file, fsync, rename, directory fsync). Safe while appends go on past `length`.
-    package static func write(for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem) throws(CaskError) -> Outcome {
-        var encoder = HintFile.Encoder(segmentID: file.id)
+    /// `encryption`: the store's (nil: not encrypted); an encrypted segment's hint is sealed with it.
+    package static func write(
+        for file: SegmentFile, length: Int64, directory: String, encryption: StoreEncryption?, fileSystem: any FileSystem
+    ) throws(CaskError) -> Outcome {
         // Sealed: its end is final, and any bytes that are not records are damage.
-        var reader = SegmentReader(fd: file.fd, id: file.id, path: file.path, length: length, isActive: false, lockHeld: true, fileSystem: fileSystem)
+        var reader = SegmentReader(file: file, length: length, isActive: false, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
+        var encoder = HintFile.Encoder(segmentID: file.id, sealing: reader.hintSealing)
         var entries = 0
         var batch = BatchAssembler()
-        let outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: { _, header, bytes in
+        let outcome = try reader.readRecords(from: file.contentStart, batch: &batch, onRecord: { _, header, bytes in
             encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
             entries += 1
         })

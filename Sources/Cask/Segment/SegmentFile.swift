@@ -36,6 +36,11 @@ package final class SegmentFile: @unchecked Sendable {
     /// The dictionary the segment's header names, which its records flagged
     /// ``RecordFlags/dictionary`` expand with (and the writer compresses with, in the active segment).
     package let dictionary: SegmentDictionary
+    /// An encrypted segment's cipher (its records are sealed with it) and salt; nil in a store that
+    /// is not encrypted.
+    package let sealing: SegmentSealing?
+    /// Where the records start: the end of the header.
+    package var contentStart: Int64 { Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength) }
 
     /// `mapLength`: bytes to map (0 for none); a failed mapping falls back to `pread`. `writable`:
     /// map for writing too (`fd` must be open for reading and writing); if that fails the mapping
@@ -43,10 +48,11 @@ package final class SegmentFile: @unchecked Sendable {
     /// mapping (see ``StoreWriter``).
     package init(
         id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false,
-        hugePages: Bool = false, dictionary: SegmentDictionary = .none
+        hugePages: Bool = false, dictionary: SegmentDictionary = .none, sealing: SegmentSealing? = nil
     ) {
         self.id = id
         self.dictionary = dictionary
+        self.sealing = sealing
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem
@@ -132,5 +138,16 @@ package final class SegmentFile: @unchecked Sendable {
         guard count == wanted.count else {
             throw CaskError.corruptRecord(path: path, offset: Int64(location.offset), reason: "file ends inside the record")
         }
+    }
+}
+
+/// An encrypted segment's cipher and the salt in its header that it was derived from.
+package struct SegmentSealing: Sendable {
+    package let cipher: FileCipher
+    package let salt: [UInt8]
+
+    package init(cipher: FileCipher, salt: [UInt8]) {
+        self.cipher = cipher
+        self.salt = salt
     }
 }

@@ -21,8 +21,11 @@ extension SegmentReader {
     /// A reader that has no use for the entries past the end (the open: such a hint is refused,
     /// and its header alone names the lost tail) passes `beyondSegment: false`, and then a hint that
     /// declares more than `segmentLength` is refused from its header, its body never read.
+    /// `sealing`: an encrypted store's, for the segment (its header declares a length only when its
+    /// tag holds).
     package static func readHint(
-        of segmentID: UInt64, segmentLength: Int64, at hintPath: String, beyondSegment: Bool = true, fileSystem: any FileSystem
+        of segmentID: UInt64, segmentLength: Int64, at hintPath: String, beyondSegment: Bool = true, sealing: HintFile.Sealing?,
+        fileSystem: any FileSystem
     ) -> HintRead {
         func invalid(_ reason: String) -> HintRead {
             .unusable(InvalidHint(file: hintPath, segmentID: segmentID, reason: reason))
@@ -31,9 +34,9 @@ extension SegmentReader {
         do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return invalid("cannot open: \(error)") }
         let size: Int64
         do { size = try fileSystem.fileSize(file.descriptor) } catch { return invalid("cannot stat: \(error)") }
-        var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+        var header = [UInt8](repeating: 0, count: HintFile.encryptedHeaderLength)
         let headerRead = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
-        let declared = headerRead == header.count ? declaredLength(ofHint: header, segmentID: segmentID) : nil
+        let declared = declaredLength(ofHint: Array(header[0..<headerRead]), segmentID: segmentID, sealing: sealing)
         if !beyondSegment, let declared, declared > segmentLength {
             return invalid("it describes \(declared) bytes of a segment of \(segmentLength)")
         }
@@ -52,9 +55,17 @@ extension SegmentReader {
     }
 
     /// Why a hint file whose bytes ``HintFile`` refused cannot be used, in the words every reader uses.
-    package static func refusal(of hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64) -> String {
-        if let summary = HintFile.declaredSummary(hint), summary.segmentID == segmentID, summary.coveredLength > segmentLength {
+    package static func refusal(of hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?) -> String {
+        if hint.count >= 10, hint.prefix(8).elementsEqual(HintFile.magic) {
+            let version = hint.readLittleEndian(at: 8, as: UInt16.self)
+            if sealing != nil && version == 1 { return "hint file is not encrypted, in an encrypted store" }
+            if sealing == nil && version == 2 { return "hint file is encrypted, in a store that is not" }
+        }
+        if let summary = HintFile.declaredSummary(hint, sealing: sealing), summary.segmentID == segmentID, summary.coveredLength > segmentLength {
             return "it describes \(summary.coveredLength) bytes of a segment of \(segmentLength), and fails validation (block checksum or entry encoding)"
+        }
+        if sealing != nil {
+            return "hint file fails validation (header, block checksum or tag, entry encoding, or another segment's salt), or describes more than the segment's \(segmentLength) bytes"
         }
         return "hint file fails validation (header, block checksum or entry encoding), or describes more than the segment's \(segmentLength) bytes"
     }
@@ -62,8 +73,10 @@ extension SegmentReader {
     /// The damage a hint file shows when its header (checksum valid) says it describes more bytes
     /// than its segment holds: a segment never shrinks below what its hint describes, so records
     /// at its end were lost (a copy cut short, a disk error). Bytes `segmentLength ..< covered`.
-    package static func lostTail(segmentID: UInt64, path segmentPath: String, segmentLength: Int64, hint: UnsafeRawBufferPointer) -> DamagedRange? {
-        guard let summary = HintFile.declaredSummary(hint), summary.segmentID == segmentID,
+    package static func lostTail(
+        segmentID: UInt64, path segmentPath: String, segmentLength: Int64, hint: UnsafeRawBufferPointer, sealing: HintFile.Sealing?
+    ) -> DamagedRange? {
+        guard let summary = HintFile.declaredSummary(hint, sealing: sealing), summary.segmentID == segmentID,
               summary.coveredLength > segmentLength else { return nil }
         return DamagedRange(
             kind: .record, file: segmentPath, segmentID: segmentID, offset: segmentLength, length: summary.coveredLength - segmentLength,
@@ -72,29 +85,31 @@ extension SegmentReader {
 
     /// ``lostTail(segmentID:path:segmentLength:hint:)`` for the hint file at `hintPath`, from its
     /// header alone (nil when it cannot be read).
-    package static func lostTail(segmentID: UInt64, path segmentPath: String, segmentLength: Int64, hintPath: String, fileSystem: any FileSystem) -> DamagedRange? {
+    package static func lostTail(
+        segmentID: UInt64, path segmentPath: String, segmentLength: Int64, hintPath: String, sealing: HintFile.Sealing?, fileSystem: any FileSystem
+    ) -> DamagedRange? {
         hintHeader(at: hintPath, fileSystem: fileSystem).flatMap { header in
-            header.withUnsafeBytes { lostTail(segmentID: segmentID, path: segmentPath, segmentLength: segmentLength, hint: $0) }
+            header.withUnsafeBytes { lostTail(segmentID: segmentID, path: segmentPath, segmentLength: segmentLength, hint: $0, sealing: sealing) }
         }
     }
 
     /// The segment bytes a hint file whose first ``HintFile/headerLength`` bytes are `header`
     /// declares it describes (its header's checksum valid, naming segment `segmentID`), capped at
     /// 4 GiB; nil when its header says nothing usable.
-    package static func declaredLength(ofHint header: [UInt8], segmentID: UInt64) -> Int64? {
-        guard let summary = header.withUnsafeBytes({ HintFile.declaredSummary($0) }), summary.segmentID == segmentID else { return nil }
+    package static func declaredLength(ofHint header: [UInt8], segmentID: UInt64, sealing: HintFile.Sealing?) -> Int64? {
+        guard let summary = header.withUnsafeBytes({ HintFile.declaredSummary($0, sealing: sealing) }), summary.segmentID == segmentID else { return nil }
         return min(summary.coveredLength, Int64(UInt32.max))
     }
 
-    /// The first ``HintFile/headerLength`` bytes of the hint file at `hintPath`, or nil when it
-    /// cannot be read or is shorter: what ``HintFile/declaredSummary(_:)`` needs, without reading
-    /// the whole file.
+    /// The first bytes of the hint file at `hintPath` (up to ``HintFile/encryptedHeaderLength``, at
+    /// least ``HintFile/headerLength``), or nil when it cannot be read or is shorter: what
+    /// ``HintFile/declaredSummary(_:sealing:)`` needs, without reading the whole file.
     package static func hintHeader(at hintPath: String, fileSystem: any FileSystem) -> [UInt8]? {
         let file: OpenFile
         do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return nil }
-        var header = [UInt8](repeating: 0, count: HintFile.headerLength)
+        var header = [UInt8](repeating: 0, count: HintFile.encryptedHeaderLength)
         guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }),
-              read == header.count else { return nil }
-        return header
+              read >= HintFile.headerLength else { return nil }
+        return Array(header[0..<read])
     }
 }

@@ -63,9 +63,30 @@ package struct SegmentReader: ~Copyable {
     private static let windowSize = 1 << 20
     private var headerDamage: DamagedRange?
 
+    /// The store's encryption (nil: not encrypted): an encrypted segment's header is checked with it
+    /// and gives the segment's cipher.
+    private let encryption: StoreEncryption?
+    /// The segment's cipher and salt, once its header gave them (or given): every record must be
+    /// sealed with it. Nil for a store that is not encrypted.
+    package private(set) var sealing: SegmentSealing?
+    private var cipher: FileCipher? { sealing?.cipher }
+    /// Where the records start: the end of the header (40 bytes, or 108 in an encrypted store).
+    package private(set) var contentStart: Int64
+    /// Set when the whole segment is damage (an encrypted store's segment whose header does not
+    /// authenticate): no record of it is read.
+    private var unreadable = false
+    /// A sealed record's plain form (header, key, payload): what ``record(at:)`` hands on for it.
+    private var plain = ByteBuffer(capacity: 4096)
+
     /// A reader of the segment open as `fd` (which stays the caller's), `length` bytes long.
     /// `lockHeld`: the reader holds the store's lock, so nobody writes the file meanwhile.
-    package init(fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, lockHeld: Bool, fileSystem: any FileSystem) {
+    /// `encryption`: the store's (nil when it is not encrypted); ``readHeader()`` then finds the
+    /// segment's cipher. `sealing`: the segment's, when its header was read before (a segment file
+    /// the store holds): the reader then reads records without reading the header.
+    package init(
+        fd: Int32, id: UInt64, path: String, length: Int64, isActive: Bool, lockHeld: Bool, encryption: StoreEncryption?,
+        sealing: SegmentSealing? = nil, fileSystem: any FileSystem
+    ) {
         mayGrow = isActive && !lockHeld
         self.fd = fd
         self.id = id
@@ -73,6 +94,23 @@ package struct SegmentReader: ~Copyable {
         self.fileLength = length
         self.isActive = isActive
         self.fileSystem = fileSystem
+        self.encryption = encryption
+        self.sealing = sealing
+        contentStart = Int64(encryption == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
+    }
+
+    /// A reader of `file`, a segment the store holds (whose header it read when it opened it).
+    package init(file: SegmentFile, length: Int64, isActive: Bool, lockHeld: Bool, encryption: StoreEncryption?, fileSystem: any FileSystem) {
+        self.init(
+            fd: file.fd, id: file.id, path: file.path, length: length, isActive: isActive, lockHeld: lockHeld, encryption: encryption,
+            sealing: file.sealing, fileSystem: fileSystem)
+    }
+
+    /// What the segment's hint file is checked with: nil for a store that is not encrypted (or a
+    /// segment whose header gave no cipher).
+    package var hintSealing: HintFile.Sealing? {
+        guard let encryption, let sealing else { return nil }
+        return HintFile.Sealing(encryption: encryption, segmentSalt: sealing.salt)
     }
 
     // MARK: The header
@@ -80,22 +118,40 @@ package struct SegmentReader: ~Copyable {
     /// Reads and checks the header. Returns it when it is usable (valid, if perhaps naming another
     /// segment id: the file name's is used), with any damage it shows; nil and the damage when not.
     /// Throws when the read fails, and for another format version or header length.
+    ///
+    /// In an encrypted store a header that does not authenticate — damaged, another store's or
+    /// another key's, not encrypted, or naming another segment id (a segment swapped with another)
+    /// — makes the whole segment damage: none of its records is read, for nothing in it can be
+    /// told apart from bytes anyone could have written.
     package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: DamagedRange?) {
         let length = fileLength
-        switch try SegmentHeader.read(fd: fd, path: path, fileSystem: fileSystem) {
-        case .success(let header):
+        let headerLength = Int64(encryption == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
+        switch try SegmentHeader.read(fd: fd, path: path, encryption: encryption, fileSystem: fileSystem) {
+        case .success(let (header, cipher)):
             if header.segmentID != id {
+                if encryption != nil {
+                    markUnreadable("the header is authentic but names segment \(header.segmentID), the file name \(id): the segment was renamed or swapped with another")
+                    return (nil, headerDamage)
+                }
                 headerDamage = DamagedRange(kind: .segmentHeader, file: path, segmentID: id, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
             }
+            if let cipher, let salt = header.sealing?.salt { sealing = SegmentSealing(cipher: cipher, salt: salt) }
+            contentStart = Int64(header.byteCount)
             return (header, headerDamage)
         case .failure(.unsupportedVersion(let version)):
             throw CaskError.unsupportedFormat(path: path, version: version)
         case .failure(.unsupportedHeaderLength(let headerLength)):
             throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unsupportedHeaderLength(headerLength).explanation)
-        case .failure(let problem) where isActive && length <= Int64(SegmentHeader.length):
+        case .failure(.unknownAlgorithm(let code)):
+            throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unknownAlgorithm(code).explanation)
+        case .failure(.keyRequired):
+            throw CaskError.encryptionKeyRequired(path: path)
+        case .failure(let problem) where isActive && length <= headerLength:
             headerDamage = DamagedRange(
                 kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
                 reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
+        case .failure(let problem) where encryption != nil:
+            markUnreadable("invalid segment header (\(problem.explanation))")
         case .failure(let problem):
             headerDamage = DamagedRange(
                 kind: .segmentHeader, file: path, segmentID: id, offset: 0, length: min(length, Int64(SegmentHeader.length)),
@@ -104,13 +160,22 @@ package struct SegmentReader: ~Copyable {
         return (nil, headerDamage)
     }
 
+    /// Makes the whole file one damaged range, its header's: no record of it is read.
+    private mutating func markUnreadable(_ reason: String) {
+        unreadable = true
+        headerDamage = DamagedRange(
+            kind: .segmentHeader, file: path, segmentID: id, offset: 0, length: fileLength,
+            reason: "\(reason); none of the segment's \(fileLength) bytes is read")
+    }
+
     // MARK: The records
 
     /// Reads the records from `start` (the end of the header, or of what the segment's hint file
     /// covers) to the end of the file. `batch` holds the members already read (from the hint) and
     /// comes back empty; `settled`: where the last record before `start` that is not a batch member
-    /// ends (default `start`). `onRecord` gets every valid record: its offset, header and bytes
-    /// (valid only during the call); `onBatch` the members of each whole batch, at its commit record
+    /// ends (default `start`). `onRecord` gets every valid record: its offset, header and plain
+    /// form — its header, key and payload, `header.payloadEnd` bytes: a sealed record's decrypted,
+    /// without its tag (valid only during the call); `onBatch` the members of each whole batch, at its commit record
     /// (after `onRecord` for it), in write order; `onDamage` each damaged range (the header's first)
     /// as soon as it is known — a range inside the file once a valid record follows it, the rest at
     /// the end — so that a caller can report the segment in file order without holding it.
@@ -124,6 +189,10 @@ package struct SegmentReader: ~Copyable {
         var damage: [DamagedRange] = []
         var reported = 0  // `damage[..<reported]` went to `onDamage` already.
         if let headerDamage { onDamage(headerDamage) }
+        if unreadable {
+            batch = BatchAssembler()
+            return Outcome(damage: headerDamage.map { [$0] } ?? [], contentEnd: fileLength, fileLength: fileLength, records: 0)
+        }
         var records = 0
         // The end of the last record that is not a batch member: members held at the end that all
         // come after it (and after any damage but a torn tail) end the segment.
@@ -316,9 +385,35 @@ package struct SegmentReader: ~Copyable {
         }
         let bytes = try view(at: offset, count: header.recordLength)
         switch RecordHeader.validate(bytes) {
-        case .success(let validated): return .success((validated, bytes))
+        case .success(let validated):
+            guard validated.isEncrypted == (cipher != nil) else {
+                return .failure(.malformed(cipher != nil ? "record is not encrypted, in an encrypted segment" : "encrypted record in a segment that is not encrypted"))
+            }
+            guard let cipher else { return .success((validated, bytes)) }
+            return open(bytes, header: validated, at: offset, cipher: cipher)
         case .failure(let problem): return .failure(problem)
         }
+    }
+
+    /// The plain form of the sealed record `bytes` at `offset` (its header, then its key and payload
+    /// decrypted, no tag; valid until the next call), or `.notAuthentic`.
+    private mutating func open(
+        _ bytes: UnsafeRawBufferPointer, header: RecordHeader, at offset: Int64, cipher: FileCipher
+    ) -> Result<(RecordHeader, UnsafeRawBufferPointer), RecordHeader.Problem> {
+        if plain.capacity > 1 << 20 && header.payloadEnd <= 1 << 20 { plain.reset(shrinkingTo: 4096) }  // not pinned by one huge record
+        plain.count = 0
+        var authentic = false
+        plain.appendWithUnsafeSpace(header.payloadEnd) { space in
+            let base = space.baseAddress!
+            base.copyMemory(from: bytes.baseAddress!, byteCount: header.headerLength)
+            authentic = cipher.open(
+                UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<header.payloadEnd]), tag: bytes.baseAddress! + header.payloadEnd,
+                associatedData: UnsafeRawBufferPointer(rebasing: bytes[4..<header.headerLength]), number: UInt64(offset),
+                into: base + header.headerLength)
+            return header.payloadEnd
+        }
+        guard authentic else { return .failure(.notAuthentic) }
+        return .success((header, plain.withUnsafeBytes { $0 }))
     }
 
     /// Forgets the window, so that the next read sees the file as it is now.
@@ -369,7 +464,7 @@ extension SegmentReader {
     /// exists (a compaction removed it after the directory was listed). For the readers that change
     /// nothing: `verify`, `inspect`, repair.
     package static func read(
-        segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, fileSystem: any FileSystem,
+        segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, encryption: StoreEncryption?, fileSystem: any FileSystem,
         onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
         onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
         onDamage: (DamagedRange) -> Void = { _ in }
@@ -387,12 +482,14 @@ extension SegmentReader {
         // `file` stays open to the end of this function, while `reader` reads its descriptor.
         var reader = SegmentReader(
             fd: file.descriptor, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld,
-            fileSystem: fileSystem)
+            encryption: encryption, fileSystem: fileSystem)
         let (header, _) = try reader.readHeader()
         onOpen(length, header)
         var batch = BatchAssembler()
-        var outcome = try reader.readRecords(from: Int64(SegmentHeader.length), batch: &batch, onRecord: onRecord, onDamage: onDamage)
-        if directory.hintedIDs.contains(id), let lost = lostTail(segmentID: id, path: path, segmentLength: length, hintPath: directory.hintPath(id), fileSystem: fileSystem) {
+        var outcome = try reader.readRecords(from: reader.contentStart, batch: &batch, onRecord: onRecord, onDamage: onDamage)
+        if directory.hintedIDs.contains(id), let lost = lostTail(
+            segmentID: id, path: path, segmentLength: length, hintPath: directory.hintPath(id), sealing: reader.hintSealing, fileSystem: fileSystem
+        ) {
             onDamage(lost)
             outcome.damage.append(lost)
         }

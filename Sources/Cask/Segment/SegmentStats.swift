@@ -19,8 +19,10 @@ public struct SegmentStats: Sendable, Equatable {
     public var damaged = false
     /// The dictionary the segment's header names (its records may be compressed against it); nil for none.
     public var dictionaryID: UInt32?
+    /// The length of the segment's header: 40 bytes, 108 in an encrypted store.
+    public var headerBytes = Int64(SegmentHeader.length)
 
-    public var deadBytes: Int64 { max(0, fileBytes - Int64(SegmentHeader.length) - liveBytes) }
+    public var deadBytes: Int64 { max(0, fileBytes - headerBytes - liveBytes) }
 
     package init(id: UInt64) { self.id = id }
 

@@ -74,10 +74,13 @@ package final class SegmentTable {
         writtenMappedRecord(location)?.bytes
     }
 
-    /// ``writtenMappedBytes(_:)``, and the content of the dictionary the segment's header names
-    /// (nil when it names none, or names one that could not be loaded), valid as long as the bytes.
+    /// ``writtenMappedBytes(_:)``, the content of the dictionary the segment's header names (nil
+    /// when it names none, or names one that could not be loaded), and an encrypted segment's
+    /// cipher (unretained: the file owns it), valid as long as the bytes.
     @inline(__always)
-    package func writtenMappedRecord(_ location: RecordLocation) -> (bytes: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer?)? {
+    package func writtenMappedRecord(
+        _ location: RecordLocation
+    ) -> (bytes: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer?, cipher: Unmanaged<FileCipher>?)? {
         let list = ExtentList(published.load(ordering: .sequentiallyConsistent))
         guard location.segmentID >= list.base else { return nil }
         let position = Int(location.segmentID &- list.base)  // Safe: the id is at least `base`.
@@ -86,7 +89,9 @@ package final class SegmentTable {
         guard let start = ExtentList.start(of: extent),
               Int64(location.offset) + Int64(location.length) <= ExtentList.readableLength(of: extent)
         else { return nil }
-        return (UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length)), ExtentList.dictionary(of: extent))
+        return (
+            UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length)), ExtentList.dictionary(of: extent),
+            ExtentList.cipher(of: extent))
     }
 
     /// Records that segment `id` has `length` bytes written (handed to the OS), so that
@@ -181,6 +186,9 @@ struct MappedExtent {
     /// The content of the segment's dictionary, owned by the file's ``SegmentFile/dictionary`` (which
     /// outlives every reader of the extent, as the mapping does); nil for none.
     var dictionary: UnsafeRawBufferPointer?
+    /// An encrypted segment's cipher, owned by the file's ``SegmentFile/sealing`` (which outlives
+    /// every reader of the extent); nil for a store that is not encrypted.
+    var cipher: Unmanaged<FileCipher>?
 
     init() {}
 
@@ -190,6 +198,7 @@ struct MappedExtent {
         mappedLength = Int64(file.mappedLength)
         readableLength = min(file.writtenLength.load(ordering: .acquiring), mappedLength)
         dictionary = file.dictionary.loaded?.lz4.content
+        cipher = file.sealing.map { Unmanaged.passUnretained($0.cipher) }
     }
 }
 
@@ -224,6 +233,7 @@ private struct ExtentList {
     private static let mappedOffset = MemoryLayout<MappedExtent>.offset(of: \.mappedLength)!
     private static let readableOffset = MemoryLayout<MappedExtent>.offset(of: \.readableLength)!
     private static let dictionaryOffset = MemoryLayout<MappedExtent>.offset(of: \.dictionary)!
+    private static let cipherOffset = MemoryLayout<MappedExtent>.offset(of: \.cipher)!
 
     // Each field on its own, never the extent whole: readers load the written length while the
     // writer stores it.
@@ -244,6 +254,12 @@ private struct ExtentList {
         UnsafeRawPointer(extent).load(fromByteOffset: dictionaryOffset, as: UnsafeRawBufferPointer?.self)
     }
 
+    /// Never changes once published.
+    @inline(__always)
+    static func cipher(of extent: UnsafeMutablePointer<MappedExtent>) -> Unmanaged<FileCipher>? {
+        UnsafeRawPointer(extent).load(fromByteOffset: cipherOffset, as: Unmanaged<FileCipher>?.self)
+    }
+
     /// The extent's written length, loaded after the writer's stores of the bytes it covers.
     @inline(__always)
     static func readableLength(of extent: UnsafeMutablePointer<MappedExtent>) -> Int64 {
@@ -255,6 +271,7 @@ private struct ExtentList {
     }
 
     static func allocate(base: UInt32, extents: [MappedExtent]) -> UnsafeMutableRawPointer {
+        precondition(MemoryLayout<MappedExtent>.size <= lineBytes, "an extent fits its cache line")
         let raw = TableMemory.allocate(byteCount: (1 + extents.count) * lineBytes)
         raw.initializeMemory(as: Header.self, repeating: Header(base: base, count: extents.count), count: 1)
         for (position, extent) in extents.enumerated() {

@@ -49,6 +49,19 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The value of `key` does not decode as `type`: `codingPath` says where in the value (empty: the
     /// value itself), `reason` what was found there.
     case objectDecodingFailed(key: String, type: String, codingPath: String, reason: String)
+    /// The encryption key given is not a key (`reason` says why: its length, a key file's content).
+    /// Nothing was read or written.
+    case invalidEncryptionKey(reason: String)
+    /// The store (or a file in it, `path`) is encrypted, and it was opened without a key.
+    case encryptionKeyRequired(path: String)
+    /// The key given is not the key the store was encrypted with (its `ENCRYPTION` file's key
+    /// check fails). Nothing was read or written.
+    case wrongKey(path: String)
+    /// A key was given for a store that is not encrypted. Nothing was read or written.
+    case notEncrypted(path: String)
+    /// The store's encryption cannot be used by this process (`reason`: AES-256-GCM on a CPU
+    /// without AES-NI, libsodium failing to start).
+    case encryptionUnavailable(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -87,13 +100,23 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .corruptRecord(let path, let offset, let reason):
             "corrupt record in \(path) at offset \(offset): \(reason)"
         case .unsupportedFormat(let path, let version):
-            "\(path) has format version \(version), which this Cask (formats 1 and 2) cannot read"
+            "\(path) has format version \(version), which this Cask (formats 1 to 3) cannot read"
         case .corruptFile(let path, let reason):
             "\(path) is not a valid Cask file: \(reason)"
         case .objectEncodingFailed(let key, let type, let codingPath, let reason):
             "cannot encode \(type) for key \"\(key)\"\(codingPath.isEmpty ? "" : " at \(codingPath)"): \(reason); nothing was written"
         case .objectDecodingFailed(let key, let type, let codingPath, let reason):
             "value of key \"\(key)\" does not decode as \(type)\(codingPath.isEmpty ? "" : " at \(codingPath)"): \(reason); read it with the type and coder that wrote it, or overwrite it"
+        case .invalidEncryptionKey(let reason):
+            "invalid encryption key: \(reason); nothing was read or written"
+        case .encryptionKeyRequired(let path):
+            "\(path) is encrypted; open the store with its key (Options.encryption = .key(...), or --key-file FILE for the cask tool)"
+        case .wrongKey(let path):
+            "the key given is not the key store \(path) was encrypted with (the key check in its ENCRYPTION file fails); nothing was read or written"
+        case .notEncrypted(let path):
+            "store \(path) is not encrypted and a key was given; open it without a key, or encrypt it with 'cask rekey \(path) --new-key-file FILE'"
+        case .encryptionUnavailable(let path, let reason):
+            "cannot open the encrypted store \(path): \(reason)"
         }
     }
 

@@ -158,6 +158,8 @@ struct EntryScan: ~Copyable {
     /// The expanded value of the current entry, when it is compressed; the value of an entry read
     /// without the lock.
     private var value = ByteBuffer(capacity: 0)
+    /// A sealed record's key and payload, opened (an encrypted store's).
+    private var plain = ByteBuffer(capacity: 0)
     /// A slice listed without the index lock: its keys are in `keys`, each ending at an entry here,
     /// and their values are read as gets without the lock read them (``visitUnlocked(_:_:)``).
     private var unlockedEnds: [Int] = []
@@ -285,7 +287,11 @@ struct EntryScan: ~Copyable {
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UInt64?) -> R
     ) throws(CaskError) -> R? {
         let record = try recordBytes(location, in: file, readAheadFrom: index)
-        guard let valid = try CaskStore.validateRecord(record, key: key, file: file, offset: location.offset) else { return nil }
+        if file.sealing != nil && plain.capacity < record.count { plain.reserve(record.count) }
+        let opened = try plain.withUnsafeMutableCapacity { (space) throws(CaskError) in
+            try CaskStore.validateRecord(record, key: key, file: file, offset: location.offset, plain: space)
+        }
+        guard let valid = opened else { return nil }
         guard valid.header.isCompressed else { return body(valid.key, valid.payload, valid.header.expiresAt) }
         let length = valid.header.valueLength
         value.count = 0

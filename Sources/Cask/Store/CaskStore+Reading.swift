@@ -159,8 +159,6 @@ extension CaskStore {
     private func probeAndCopy(
         key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, shared: SharedState, expiresAt: inout UInt64?
     ) -> QuickRead {
-        var valid: ValidRecord?
-        var dictionary: UnsafeRawBufferPointer?
         // The entries on the key's path whose hash bits match, in order: the first is the key's
         // own but for about 1% of gets, whose first is another key's.
         for candidate in 0..<Self.quickCandidates {
@@ -173,18 +171,37 @@ extension CaskStore {
             case .unsure: return .fallBack
             case .location(let found): location = found
             }
-            guard let (record, segmentDictionary) = shared.segments.writtenMappedRecord(location) else { return .fallBack }
-            dictionary = segmentDictionary
+            guard let (record, dictionary, cipher) = shared.segments.writtenMappedRecord(location) else { return .fallBack }
             SegmentFile.prefetch(record: record)
-            switch Self.checkRecord(record, key: key, explaining: false) {
-            case .valid(let checked): valid = checked
-            case .expired: return .absent
-            case .mismatch: return .fallBack
-            case .otherKey: continue
+            guard let cipher else {
+                switch Self.checkRecord(record, key: key, explaining: false, cipher: nil, offset: location.offset, plain: Self.noPlain) {
+                case .valid(let valid): return Self.copy(valid, dictionary: dictionary, into: buffer, expiresAt: &expiresAt)
+                case .expired: return .absent
+                case .mismatch: return .fallBack
+                case .otherKey: continue
+                }
             }
-            break
+            // A sealed record is opened into a buffer of its own on the stack (its key and payload).
+            let found = withScratchBytes(record.count) { plain -> QuickRead? in
+                switch Self.checkRecord(
+                    record, key: key, explaining: false, cipher: cipher.takeUnretainedValue(), offset: location.offset, plain: plain) {
+                case .valid(let valid): return Self.copy(valid, dictionary: dictionary, into: buffer, expiresAt: &expiresAt)
+                case .expired: return .absent
+                case .mismatch: return .fallBack
+                case .otherKey: return nil
+                }
+            }
+            if let found { return found }
         }
-        guard let valid else { return .fallBack }
+        return .fallBack
+    }
+
+    /// The end of the quick path: copies (or expands) the value of the record the probe found and
+    /// checked into `buffer`.
+    @inline(__always)
+    private static func copy(
+        _ valid: ValidRecord, dictionary: UnsafeRawBufferPointer?, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?
+    ) -> QuickRead {
         let header = valid.header
         guard header.valueLength <= buffer.count else { return .tooLarge(length: header.valueLength) }
         expiresAt = header.expiresAt
@@ -242,24 +259,28 @@ extension CaskStore {
 
     /// Calls `body` with the record of `key` at `location` of `file`, checked whole; nil when it
     /// has expired. The record is read from the file's mapping, or copied out of the write buffer
-    /// (so that `body` does not run under the writer mutex), or read with `pread`.
+    /// (so that `body` does not run under the writer mutex), or read with `pread`; a sealed one is
+    /// opened into a scratch buffer of its own.
     private func withRecord<R>(
         key: UnsafeRawBufferPointer, at location: RecordLocation, in file: SegmentFile,
         _ body: (ValidRecord, SegmentFile, UInt32) throws(CaskError) -> R
     ) throws(CaskError) -> R? {
         let end = Int64(location.offset) + Int64(location.length)
-        // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
-        if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
-            guard let valid = try Self.validateRecord(mapped, key: key, file: file, offset: location.offset) else { return nil }
-            return try body(valid, file, location.offset)
-        }
-        return try withScratchBytes(Int(location.length)) { (buffer) throws(CaskError) -> R? in
-            let buffered = end > file.writtenLength.load(ordering: .acquiring)
-                && withBufferedRecord(location, in: file, { record in buffer.copyMemory(from: record) }) != nil
-            // Not (or no longer) in the buffer: then it has been handed to the file.
-            if !buffered { try file.read(location, into: buffer) }
-            guard let valid = try Self.validateRecord(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset) else { return nil }
-            return try body(valid, file, location.offset)
+        return try withScratchBytes(file.sealing == nil ? 0 : Int(location.length)) { (plain) throws(CaskError) -> R? in
+            // Never touch mapped bytes the file may not have (that would be SIGBUS, not an error).
+            if end <= file.writtenLength.load(ordering: .acquiring), let mapped = file.mappedBytes(location) {
+                guard let valid = try Self.validateRecord(mapped, key: key, file: file, offset: location.offset, plain: plain) else { return nil }
+                return try body(valid, file, location.offset)
+            }
+            return try withScratchBytes(Int(location.length)) { (buffer) throws(CaskError) -> R? in
+                let buffered = end > file.writtenLength.load(ordering: .acquiring)
+                    && withBufferedRecord(location, in: file, { record in buffer.copyMemory(from: record) }) != nil
+                // Not (or no longer) in the buffer: then it has been handed to the file.
+                if !buffered { try file.read(location, into: buffer) }
+                guard let valid = try Self.validateRecord(UnsafeRawBufferPointer(buffer), key: key, file: file, offset: location.offset, plain: plain)
+                else { return nil }
+                return try body(valid, file, location.offset)
+            }
         }
     }
 
@@ -305,8 +326,9 @@ extension CaskStore {
         }
     }
 
-    /// A record that passed ``validateRecord(_:key:file:offset:)``: its header, and views of its key
-    /// and payload inside the bytes it was validated in.
+    /// A record that passed ``validateRecord(_:key:file:offset:plain:)``: its header, and views of
+    /// its key and payload inside the bytes it was validated in (a sealed record's: in the buffer it
+    /// was opened into).
     struct ValidRecord {
         var header: RecordHeader
         var key: UnsafeRawBufferPointer
@@ -314,12 +336,13 @@ extension CaskStore {
         var payload: UnsafeRawBufferPointer
     }
 
-    /// Validates a whole record read for `key` through the index: checksum, lengths, type, key.
-    /// Returns nil when the record has expired.
+    /// Validates a whole record read for `key` through the index: checksum, lengths, type, key (and
+    /// in an encrypted segment, its tag: it is opened into `plain`, which holds at least
+    /// `record.count` bytes). Returns nil when the record has expired.
     static func validateRecord(
-        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32
+        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32, plain: UnsafeMutableRawBufferPointer
     ) throws(CaskError) -> ValidRecord? {
-        switch checkRecord(record, key: key, explaining: true) {
+        switch checkRecord(record, key: key, explaining: true, cipher: file.sealing?.cipher, offset: offset, plain: plain) {
         case .valid(let valid): return valid
         case .expired: return nil
         case .mismatch(let reason):
@@ -340,11 +363,18 @@ extension CaskStore {
         case otherKey
     }
 
-    /// The checks of ``validateRecord(_:key:file:offset:)``: the record's header, length and
-    /// checksum (``RecordHeader/validate(_:)``), its type and key, and its expiry. Not explaining,
-    /// it rejects the same bytes and builds no message.
+    /// No buffer: what a record of a segment that is not encrypted is checked with.
+    static var noPlain: UnsafeMutableRawBufferPointer { UnsafeMutableRawBufferPointer(start: nil, count: 0) }
+
+    /// The checks of ``validateRecord(_:key:file:offset:plain:)``: the record's header, length and
+    /// checksum (``RecordHeader/validate(_:)``), its type, in an encrypted segment (`cipher`) its tag
+    /// as message `offset` (its key and payload are then opened into `plain`, at least `record.count`
+    /// bytes), its key, and its expiry. Not explaining, it rejects the same bytes and builds no message.
     @inline(__always)
-    static func checkRecord(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool) -> RecordCheck {
+    static func checkRecord(
+        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool, cipher: FileCipher?, offset: UInt32,
+        plain: UnsafeMutableRawBufferPointer
+    ) -> RecordCheck {
         var problem: RecordHeader.Problem?
         guard let header = RecordHeader.validate(record, explaining: explaining, problem: &problem) else {
             return .mismatch(reason: problem?.description)
@@ -352,11 +382,26 @@ extension CaskStore {
         guard header.recordLength == record.count, header.type == .put else {
             return .mismatch(reason: explaining ? "record does not match the index" : nil)
         }
-        let storedKey = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)])
+        guard header.isEncrypted == (cipher != nil) else {
+            return .mismatch(reason: explaining ? (cipher != nil ? "record is not encrypted, in an encrypted segment" : "encrypted record in a segment that is not encrypted") : nil)
+        }
+        // The key and payload: as they are, or opened (never compared before their tag holds).
+        let body: UnsafeRawBufferPointer
+        if let cipher {
+            let sealed = header.keyLength + header.storedLength
+            guard plain.count >= sealed, cipher.open(
+                UnsafeRawBufferPointer(rebasing: record[header.headerLength..<header.payloadEnd]), tag: record.baseAddress! + header.payloadEnd,
+                associatedData: UnsafeRawBufferPointer(rebasing: record[4..<header.headerLength]), number: UInt64(offset),
+                into: plain.baseAddress!)
+            else { return .mismatch(reason: explaining ? RecordHeader.Problem.notAuthentic.description : nil) }
+            body = UnsafeRawBufferPointer(rebasing: plain[0..<sealed])
+        } else {
+            body = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<header.payloadEnd])
+        }
+        let storedKey = UnsafeRawBufferPointer(rebasing: body[0..<header.keyLength])
         guard storedKey.hasSameBytes(as: key) else { return .otherKey }
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .expired }
-        let payloadStart = header.headerLength + header.keyLength
-        let payload = UnsafeRawBufferPointer(rebasing: record[payloadStart..<(payloadStart + header.storedLength)])
+        let payload = UnsafeRawBufferPointer(rebasing: body[header.keyLength...])
         return .valid(ValidRecord(header: header, key: storedKey, payload: payload))
     }
 

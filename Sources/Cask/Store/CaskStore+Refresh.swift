@@ -53,7 +53,7 @@ extension CaskStore {
             case .reload(let reason):
                 let fresh = try StoreRecovery(
                     directory: directory, fileSystem: fileSystem, writable: false, maxSegmentSize: options.maxSegmentSize,
-                    mapReads: options.memoryMapping, dictionaries: dictionaries
+                    mapReads: options.memoryMapping, dictionaries: dictionaries, encryption: encryption
                 ).run()
                 var result = try reload(from: fresh)
                 result.reloadReason = reason

@@ -171,19 +171,21 @@ extension CaskStore {
             if records.isNoOp(in: state) { return nil }
             let isBatch = records.isBatch
             try w.checkSequenceNumbersLeft(records.count + (isBatch ? 1 : 0), directory: directory)
+            if w.mustSealBeforeWriting { try rotate(&w) }
             if (w.dictionaryForNewSegments?.id ?? 0) != w.active.dictionary.id, !w.dictionarySealFailed {
                 // A new dictionary (or none, dictionaries being off): seal the active segment so
                 // that the next one names it. If that fails the writer goes on in this one; the
                 // segment's natural seal retries.
                 do throws(CaskError) { try rotate(&w) } catch { w.dictionarySealFailed = true }
             }
-            if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > Int64(SegmentHeader.length) {
+            if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > w.active.contentStart {
                 try rotate(&w)
             }
             let bufferStart = w.buffer.count, segmentEnd = w.end
             let firstSeq = w.nextSeq
             let segmentID = UInt32(w.active.id)
             let dictionary = w.activeDictionary
+            let cipher = w.active.sealing?.cipher
             // A batch's locations go in `w.locations`; a put's or delete's is `single`.
             var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
             if isBatch { w.locations.removeAll(keepingCapacity: true) }
@@ -193,7 +195,7 @@ extension CaskStore {
                 if type == .put && w.sampler != nil { w.sampler!.add(value) }
                 let length = w.encoder.append(
                     type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
-                    dictionary: dictionary, to: &w.buffer)
+                    dictionary: dictionary, cipher: cipher, offset: w.end, to: &w.buffer)
                 if w.drift != nil && type == .put && value.count >= RecordEncoder.minimumCompressibleLength && dictionary != nil,
                    w.drift!.note(valueLength: value.count, storedLength: w.encoder.lastStoredLength) {
                     w.drift = nil
@@ -212,7 +214,7 @@ extension CaskStore {
                 commitValueLength = commitValue.count
                 commitLength = withUnsafeBytes(of: firstSeq.littleEndian) { key in
                     commitValue.withUnsafeBytes { value in
-                        w.encoder.append(type: .batch, seq: commitSeq, key: key, value: value, expiresAt: nil, to: &w.buffer)
+                        w.encoder.append(type: .batch, seq: commitSeq, key: key, value: value, expiresAt: nil, cipher: cipher, offset: w.end, to: &w.buffer)
                     }
                 }
                 w.end += Int64(commitLength)
@@ -273,18 +275,23 @@ extension CaskStore {
     func scheduleHint(for file: SegmentFile, length: Int64) {
         // Captures the store's parts, not the store: its deinit (which waits for this group) must
         // never run on this queue.
-        let directory = directory, fileSystem = fileSystem, writer = writer, groupCommit = groupCommit
+        let directory = directory, fileSystem = fileSystem, writer = writer, groupCommit = groupCommit, encryption = encryption
         background.async(group: backgroundWork) {
-            Self.writeHint(for: file, length: length, directory: directory, fileSystem: fileSystem, writer: writer, groupCommit: groupCommit)
+            Self.writeHint(
+                for: file, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem, writer: writer,
+                groupCommit: groupCommit)
         }
     }
 
     /// Writes a sealed segment's hint file (none for a retired segment).
     static func writeHint(
-        for file: SegmentFile, length: Int64, directory: String, fileSystem: any FileSystem, writer: Lock<StoreWriter>?, groupCommit: GroupCommit
+        for file: SegmentFile, length: Int64, directory: String, encryption: StoreEncryption?, fileSystem: any FileSystem,
+        writer: Lock<StoreWriter>?, groupCommit: GroupCommit
     ) {
         // A failed hint costs only open time later; the segment is scanned instead.
-        do throws(CaskError) { _ = try HintWriter.write(for: file, length: length, directory: directory, fileSystem: fileSystem) } catch {
+        do throws(CaskError) {
+            _ = try HintWriter.write(for: file, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem)
+        } catch {
             // But a failed fdatasync may have dropped the segment's data, and the kernel reports
             // that only once: a later sync of the segment would succeed. Remember it.
             if case .syncFailed = error { GroupCommit.noteFailure(error, writer: writer, groupCommit: groupCommit) }

@@ -48,6 +48,8 @@ public final class CaskStore: Sendable {
     let refreshEnds: Lock<[UInt64: Int64]>
     /// The dictionaries the store's segments name, and the one new records are compressed with.
     let dictionaries: DictionaryCatalog
+    /// The store's encryption: its key, algorithm and id (nil: the store is not encrypted).
+    let encryption: StoreEncryption?
 
     /// What readers and writers share, reached only through `state`'s lock (hence the unchecked
     /// exclusivity: the lock already rules out overlapping access).
@@ -145,12 +147,15 @@ public final class CaskStore: Sendable {
         }
         writesThroughMapping = options.writesThroughMapping(in: directory)
 
-        let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem)
+        let encryption = try StoreEncryption.open(
+            directory: directory, requested: options.encryption, creating: !options.readOnly, fileSystem: fileSystem)
+        self.encryption = encryption
+        let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)
         self.dictionaries = dictionaries
         var recovered = try StoreRecovery(
             directory: directory, fileSystem: fileSystem, writable: !options.readOnly, maxSegmentSize: options.maxSegmentSize,
             mapReads: options.memoryMapping, mapWrites: writesThroughMapping, hugePages: options.hugePageSegments,
-            dictionaries: dictionaries
+            dictionaries: dictionaries, encryption: encryption
         ).run()
         recoveryReport = recovered.report
         refreshEnds = Lock(options.readOnly ? recovered.contentEnds : [:])
@@ -169,18 +174,22 @@ public final class CaskStore: Sendable {
                 active = try StoreWriter.createSegment(
                     id: recovered.nextSegmentID, baseSeq: recovered.nextSeq, directory: directory, fileSystem: fileSystem,
                     mapLength: options.segmentMapLength, writable: writesThroughMapping, hugePages: options.hugePageSegments,
-                    dictionary: current)
+                    dictionary: current, encryption: encryption)
                 recovered.nextSegmentID += 1
                 recovered.segments[active.id] = active
                 var stats = SegmentStats(id: active.id)
                 stats.dictionaryID = active.dictionary.loaded?.id
-                stats.fileBytes = Int64(SegmentHeader.length)
+                stats.headerBytes = active.contentStart
+                stats.fileBytes = active.contentStart
                 recovered.stats[active.id] = stats
             }
             var newWriter = StoreWriter(
                 active: active, length: active.writtenLength.load(ordering: .relaxed), nextSeq: recovered.nextSeq,
                 nextSegmentID: recovered.nextSegmentID, options: options, mapsNewSegments: writesThroughMapping, fileSystem: fileSystem,
-                directory: directory, index: recovered.index)
+                directory: directory, index: recovered.index, encryption: encryption)
+            // An encrypted store goes on writing in a segment of its own: records an earlier open
+            // sealed in the one it kept may have been lost in a crash, and a place is never sealed twice.
+            newWriter.mustSealBeforeWriting = encryption != nil && recovered.active != nil
             if let current { newWriter.adopt(current, expectedRatio: current.ratio, options: options.dictionaries) }
             if options.dictionaries.enabled && current == nil {
                 newWriter.sampler = DictionarySampler(target: options.dictionaries.trainingSampleBytes)
@@ -246,8 +255,10 @@ public final class CaskStore: Sendable {
                 }
                 return (w.active, w.end)
             }
-            if let (active, length) = closing, options.writeHints, length > Int64(SegmentHeader.length) {
-                do throws(CaskError) { _ = try HintWriter.write(for: active, length: length, directory: directory, fileSystem: fileSystem) } catch {
+            if let (active, length) = closing, options.writeHints, length > active.contentStart {
+                do throws(CaskError) {
+                    _ = try HintWriter.write(for: active, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem)
+                } catch {
                     firstError = firstError ?? error
                 }
             }

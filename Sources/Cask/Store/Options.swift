@@ -41,6 +41,11 @@ extension CaskStore {
         /// Whether records are compressed against a dictionary trained from the store's own values,
         /// and when it is trained. Default: trained after 4 MiB of values.
         public var dictionaries = DictionaryOptions()
+        /// Encryption at rest: `.key(key)` seals every record's key and value, every hint file and
+        /// every dictionary with an AEAD under the store's key (FORMAT.md, "Encryption"; what it
+        /// protects against: docs/security.md). Chosen when a store is created; an encrypted store
+        /// opens only with its key. Default `.none`.
+        public var encryption = Encryption.none
         /// The file system seam; tests inject faults through it.
         package var fileSystem: any FileSystem = PosixFileSystem()
 

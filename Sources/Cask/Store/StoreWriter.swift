@@ -46,6 +46,14 @@ package struct StoreWriter: ~Copyable {
     package var drift: DictionaryDrift?
     /// Set when sealing the active segment for a new dictionary failed: not retried at every write.
     package var dictionarySealFailed = false
+    /// The store's encryption (nil: not encrypted): new segments are sealed with it.
+    let encryption: StoreEncryption?
+    /// Set when no record may be sealed in the active segment any more, so that the next write
+    /// seals it and goes on in a new one (and fails if that cannot be made): in an encrypted store,
+    /// a segment that an earlier open wrote (a crash may have lost records it held, whose places a
+    /// new record would then be sealed at again) and one where a write was rolled back (its bytes
+    /// may have reached the file). No place of a segment is ever sealed twice with different bytes.
+    package var mustSealBeforeWriting = false
 
     let fileSystem: any FileSystem
     let directory: String
@@ -61,9 +69,10 @@ package struct StoreWriter: ~Copyable {
 
     init(
         active: SegmentFile, length: Int64, nextSeq: UInt64, nextSegmentID: UInt64, options: CaskStore.Options, mapsNewSegments: Bool,
-        fileSystem: any FileSystem, directory: String, index: KeyIndex
+        fileSystem: any FileSystem, directory: String, index: KeyIndex, encryption: StoreEncryption?
     ) {
         self.options = options
+        self.encryption = encryption
         self.mapsNewSegments = mapsNewSegments
         self.active = active
         activeDictionary = active.dictionary.loaded?.lz4
@@ -157,6 +166,8 @@ package struct StoreWriter: ~Copyable {
                     failure = CaskError.io(operation: "ftruncate (rolling back a failed write)", path: active.path, errno: truncateError)
                 }
                 reserved = 0  // the cut took any reserved space with it
+                // Sealed bytes may have reached the file at places the next records would take.
+                if encryption != nil { mustSealBeforeWriting = true }
                 throw CaskError.from(error, operation: "pwrite", path: active.path)
             }
         }
@@ -232,7 +243,7 @@ package struct StoreWriter: ~Copyable {
         let next = try Self.createSegment(
             id: nextSegmentID, baseSeq: nextSeq, directory: directory, fileSystem: fileSystem,
             mapLength: options.segmentMapLength, writable: mapsNewSegments, hugePages: options.hugePageSegments && !syncedTooOften,
-            dictionary: dictionaryForNewSegments)
+            dictionary: dictionaryForNewSegments, encryption: encryption)
         // Only now: if the next segment could not be created, the writer goes on in this one.
         sealed.endMappedWrites()
         nextSegmentID += 1
@@ -245,6 +256,7 @@ package struct StoreWriter: ~Copyable {
             shared.stats.update(sealed.id) { $0.sealed = true }
             var stats = SegmentStats(id: next.id)
             stats.dictionaryID = next.dictionary.loaded?.id
+            stats.headerBytes = next.contentStart
             stats.fileBytes = nextEnd
             shared.stats.append(stats)
         }
@@ -263,15 +275,31 @@ package struct StoreWriter: ~Copyable {
         lastSyncedEnd = length
         syncSealFailed = false
         dictionarySealFailed = false
+        mustSealBeforeWriting = false
     }
 
     /// Creates segment `id` with its header and makes its directory entry durable.
     /// `mapLength`: bytes to map up front (the segment's maximum size), 0 for `pread`;
     /// `writable`: map them for the writer's stores too (``flush(bufferLimit:)``); `hugePages`: in
     /// 2 MiB folios (``hugePageReservationStep``).
+    /// The header of a new segment `id` and, in an encrypted store, its sealing: a new random salt
+    /// and its cipher (a segment created again after a crash gets a new one too).
+    package static func newHeader(
+        id: UInt64, baseSeq: UInt64, dictionary: CompressionDictionary?, encryption: StoreEncryption?
+    ) -> (SegmentHeader, SegmentSealing?) {
+        guard let encryption else {
+            return (SegmentHeader(segmentID: id, baseSeq: baseSeq, dictionaryID: dictionary?.id ?? 0, dictionaryChecksum: dictionary?.checksum ?? 0), nil)
+        }
+        let (salt, cipher) = encryption.newCipher()
+        let sealing = SegmentHeader.Sealing(
+            algorithm: encryption.algorithm, storeID: encryption.storeID, salt: salt, dictionarySalt: dictionary?.salt)
+        return (SegmentHeader(segmentID: id, baseSeq: baseSeq, dictionaryID: dictionary?.id ?? 0, sealing: sealing),
+                SegmentSealing(cipher: cipher, salt: salt))
+    }
+
     package static func createSegment(
         id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int, writable: Bool, hugePages: Bool,
-        dictionary: CompressionDictionary? = nil
+        dictionary: CompressionDictionary? = nil, encryption: StoreEncryption?
     ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
         guard id < UInt64(UInt32.max) else {
@@ -280,8 +308,8 @@ package struct StoreWriter: ~Copyable {
         }
         // Once every seq is used the next is `maxSeq + 1`, which no header may hold; no record can
         // follow it either, so `maxSeq` is as true a base.
-        let header = SegmentHeader(segmentID: id, baseSeq: min(baseSeq, Limits.maxSeq), dictionaryID: dictionary?.id ?? 0,
-            dictionaryChecksum: dictionary?.checksum ?? 0).encoded()
+        let (segmentHeader, sealing) = newHeader(id: id, baseSeq: min(baseSeq, Limits.maxSeq), dictionary: dictionary, encryption: encryption)
+        let header = segmentHeader.encoded(cipher: sealing?.cipher)
         let fd: Int32
         do {
             fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
@@ -301,7 +329,7 @@ package struct StoreWriter: ~Copyable {
         }
         return SegmentFile(
             id: id, path: path, fd: fd, length: Int64(header.count), fileSystem: fileSystem, mapLength: mapLength, writable: writable,
-            hugePages: hugePages, dictionary: dictionary.map { .loaded($0) } ?? .none)
+            hugePages: hugePages, dictionary: dictionary.map { .loaded($0) } ?? .none, sealing: sealing)
     }
 }
 

@@ -24,7 +24,7 @@ struct SingleWrite: WriteRecords {
 
     var count: Int { 1 }
     var isBatch: Bool { false }
-    var worstCaseLength: Int64 { Int64(Limits.maxRecordHeaderLength + key.count + value.count) }
+    var worstCaseLength: Int64 { Int64(Limits.maxRecordOverhead + key.count + value.count) }
 
     func isNoOp(in state: ReadWriteLock<CaskStore.SharedState>) -> Bool {
         type == .delete && state.read { $0.index.lookup(key) } == nil
@@ -41,10 +41,10 @@ extension WriteBatch: WriteRecords {
 
     var worstCaseLength: Int64 {
         // The commit record: a header, the first seq (8 bytes) and the count (a varint of up to 5 bytes).
-        operations.reduce(Int64(Limits.maxRecordHeaderLength + 8 + 5)) { total, operation in
+        operations.reduce(Int64(Limits.maxRecordOverhead + 8 + 5)) { total, operation in
             switch operation {
-            case .put(let key, let value, _): total + Int64(Limits.maxRecordHeaderLength + key.count + value.count)
-            case .delete(let key): total + Int64(Limits.maxRecordHeaderLength + key.count)
+            case .put(let key, let value, _): total + Int64(Limits.maxRecordOverhead + key.count + value.count)
+            case .delete(let key): total + Int64(Limits.maxRecordOverhead + key.count)
             }
         }
     }

@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension StoreEncryption {
+    /// The encryption of the store in `directory`, as `requested`, checked against its `ENCRYPTION`
+    /// file; nil for a store that is not encrypted (opened without a key). With `creating` (a writer,
+    /// holding the store's lock), a store without segments that is opened with a key becomes an
+    /// encrypted one: its `ENCRYPTION` file is written durably before anything else.
+    ///
+    /// Throws ``CaskError/encryptionKeyRequired(path:)`` for an encrypted store opened without a
+    /// key, ``CaskError/wrongKey(path:)`` for another key, ``CaskError/notEncrypted(path:)`` for a
+    /// store with segments that are not encrypted opened with one, ``CaskError/corruptFile(path:reason:)``
+    /// for a damaged or missing `ENCRYPTION` file of a store whose segments are encrypted, and
+    /// ``CaskError/encryptionUnavailable(path:reason:)`` when this CPU cannot run its algorithm.
+    package static func open(
+        directory: String, requested: Encryption, creating: Bool, fileSystem: any FileSystem
+    ) throws(CaskError) -> StoreEncryption? {
+        if let length = requested.invalidKeyLength {
+            throw CaskError.invalidEncryptionKey(reason: "a key is \(EncryptionKey.length) bytes, this one is \(length)")
+        }
+        let path = directory + "/" + EncryptionFile.fileName
+        guard let bytes = try readFile(path, fileSystem: fileSystem) else {
+            guard let key = requested.key else { return nil }
+            if try holdsEncryptedSegment(directory, fileSystem: fileSystem) {
+                throw CaskError.corruptFile(
+                    path: path, reason: "the file is missing while the store's segments are encrypted; 'cask recover --key-file FILE' writes it again")
+            }
+            if try holdsSegment(directory, fileSystem: fileSystem) { throw CaskError.notEncrypted(path: directory) }
+            let algorithm = requested.algorithm ?? .preferred
+            guard algorithm.isAvailable else { throw unavailable(algorithm, directory: directory) }
+            let storeID = FileCipher.randomSalt()
+            let file = EncryptionFile.encode(key: key, algorithm: algorithm, storeID: storeID)
+            if creating {
+                do throws(Errno) { try fileSystem.writeFileAtomically(path, directory: directory, bytes: file, replacing: false) } catch {
+                    throw CaskError.from(error, operation: "write", path: path)
+                }
+            }
+            return StoreEncryption(key: key, algorithm: algorithm, storeID: storeID, identityFile: file)
+        }
+        return try bytes.withBytes { (raw) throws(CaskError) in
+            let contents: EncryptionFile.Contents
+            switch EncryptionFile.decode(raw) {
+            case .success(let decoded): contents = decoded
+            case .failure(.damaged(let reason)):
+                throw CaskError.corruptFile(path: path, reason: "\(reason); 'cask recover --key-file FILE' writes it again from the segments")
+            case .failure(.unsupported(let reason)):
+                throw CaskError.corruptFile(path: path, reason: "\(reason), written by a newer Cask")
+            }
+            guard let key = requested.key else { throw CaskError.encryptionKeyRequired(path: directory) }
+            guard contents.algorithm.isAvailable else { throw unavailable(contents.algorithm, directory: directory) }
+            guard let encryption = EncryptionFile.open(raw, contents: contents, key: key) else { throw CaskError.wrongKey(path: directory) }
+            return encryption
+        }
+    }
+
+    private static func unavailable(_ algorithm: EncryptionAlgorithm, directory: String) -> CaskError {
+        .encryptionUnavailable(
+            path: directory,
+            reason: Sodium.ready
+                ? "it is sealed with \(algorithm), which libsodium runs only on CPUs with AES-NI; rekey it to XChaCha20-Poly1305 on one that has it ('cask rekey --algorithm xchacha20poly1305')"
+                : "libsodium failed to start")
+    }
+
+    /// The bytes of the file at `path` (at most one more than an `ENCRYPTION` file), or nil when there is none.
+    private static func readFile(_ path: String, fileSystem: any FileSystem) throws(CaskError) -> [UInt8]? {
+        let file: OpenFile
+        do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
+            if error == .noEntry { return nil }
+            throw CaskError.from(error, operation: "open", path: path, reading: true)
+        }
+        var bytes = [UInt8](repeating: 0, count: EncryptionFile.length + 1)
+        let count: Int
+        do { count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) } } catch {
+            throw CaskError.from(error, operation: "read", path: path, reading: true)
+        }
+        return Array(bytes[0..<count])
+    }
+
+    /// Whether the directory holds a segment file.
+    private static func holdsSegment(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> Bool {
+        try segmentNames(directory, fileSystem: fileSystem).isEmpty == false
+    }
+
+    /// Whether a segment file of the directory has an encrypted header's version (3), checksum unchecked.
+    private static func holdsEncryptedSegment(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> Bool {
+        for name in try segmentNames(directory, fileSystem: fileSystem) {
+            guard let file = try? fileSystem.openFile(directory + "/" + name, flags: O_RDONLY, mode: 0) else { continue }
+            var header = [UInt8](repeating: 0, count: 10)
+            let read = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
+            if read == 10, header[0..<8].elementsEqual(SegmentHeader.magic),
+               header.withUnsafeBytes({ $0.readLittleEndian(at: 8, as: UInt16.self) }) == SegmentHeader.versionEncrypted {
+                return true
+            }
+        }
+        return false
+    }
+
+    private static func segmentNames(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> [String] {
+        do throws(Errno) {
+            return try fileSystem.listDirectory(directory).filter { $0.hasSuffix(SegmentName.segmentExtension) }
+        } catch {
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
+        }
+    }
+}
