@@ -330,14 +330,14 @@ final class CorruptionTests: XCTestCase {
             let path = fixture.path(id)
             let original = try StoreFiles.read(path)
             var newer = original
-            newer[8] = 3  // format version 3, with a valid header checksum: a newer Cask wrote it
+            newer[8] = 4  // format version 4, with a valid header checksum: a newer Cask wrote it
             let crc = CRC32C.checksum(of: newer[0..<36])
             for i in 0..<4 { newer[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
             try StoreFiles.write(path, newer)
             for readOnly in [false, true] {
                 XCTAssertThrowsError(try CaskStore.open(at: fixture.dir.path, options: options(readOnly: readOnly)), "segment \(id)") { error in
-                    XCTAssertEqual(error as? CaskError, .unsupportedFormat(path: path, version: 3))
-                    XCTAssertEqual("\(error)", "\(path) has format version 3, which this Cask (formats 1 and 2) cannot read")
+                    XCTAssertEqual(error as? CaskError, .unsupportedFormat(path: path, version: 4))
+                    XCTAssertEqual("\(error)", "\(path) has format version 4, which this Cask (formats 1 to 3) cannot read")
                 }
             }
             XCTAssertEqual(try StoreFiles.read(path), newer, "a failed open must not rewrite the newer file")

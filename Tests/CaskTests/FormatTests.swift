@@ -450,9 +450,9 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(decode(damaged), .failure(.badChecksum), "flip at \(index)")
         }
         // A newer format version with a valid checksum is unsupported, not corrupt.
-        var version3 = good
-        version3[8] = 3
-        XCTAssertEqual(decode(resealed(version3)), .failure(.unsupportedVersion(3)))
+        var version4 = good
+        version4[8] = 4
+        XCTAssertEqual(decode(resealed(version4)), .failure(.unsupportedVersion(4)))
         // Version 2 names a dictionary at offset 32; version 1 ignores what is there (reserved).
         var version2 = good
         version2[8] = 2

@@ -93,14 +93,14 @@ final class HostileInputTests: XCTestCase {
         let dir = try store()
         let segment = dir.appending("s/" + SegmentName.segment(1))
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: segment)))
-        bytes[8] = 3  // format version 3, the header's checksum made right again
+        bytes[8] = 4  // format version 4, the header's checksum made right again
         let checksum = bytes.withUnsafeBytes { CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: $0[0..<36])) }
         withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(36..<40, with: $0) }
         try Data(bytes).write(to: URL(fileURLWithPath: segment))
         for arguments in [["get", dir.appending("s"), "k"], ["verify", dir.appending("s")]] {
             let run = try ToolTests.cask(arguments)
             XCTAssertEqual(run.status, 65, "\(arguments): \(run.err)")
-            XCTAssertTrue(run.err.contains("Error: \(segment) has format version 3, which this Cask (formats 1 and 2) cannot read"), run.err)
+            XCTAssertTrue(run.err.contains("Error: \(segment) has format version 4, which this Cask (formats 1 to 3) cannot read"), run.err)
         }
     }
 

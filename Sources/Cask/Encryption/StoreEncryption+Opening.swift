@@ -20,13 +20,18 @@ extension StoreEncryption {
             throw CaskError.invalidEncryptionKey(reason: "a key is \(EncryptionKey.length) bytes, this one is \(length)")
         }
         let path = directory + "/" + EncryptionFile.fileName
-        guard let bytes = try readFile(path, fileSystem: fileSystem) else {
+        let names: [String]
+        do throws(Errno) { names = try fileSystem.listDirectory(directory) } catch {
+            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
+        }
+        let segments = names.filter { $0.hasSuffix(SegmentName.segmentExtension) }
+        guard names.contains(EncryptionFile.fileName), let bytes = try readFile(path, fileSystem: fileSystem) else {
             guard let key = requested.key else { return nil }
-            if try holdsEncryptedSegment(directory, fileSystem: fileSystem) {
+            if holdsEncryptedSegment(segments, in: directory, fileSystem: fileSystem) {
                 throw CaskError.corruptFile(
                     path: path, reason: "the file is missing while the store's segments are encrypted; 'cask recover --key-file FILE' writes it again")
             }
-            if try holdsSegment(directory, fileSystem: fileSystem) { throw CaskError.notEncrypted(path: directory) }
+            if !segments.isEmpty { throw CaskError.notEncrypted(path: directory) }
             let algorithm = requested.algorithm ?? .preferred
             guard algorithm.isAvailable else { throw unavailable(algorithm, directory: directory) }
             let storeID = FileCipher.randomSalt()
@@ -77,14 +82,10 @@ extension StoreEncryption {
         return Array(bytes[0..<count])
     }
 
-    /// Whether the directory holds a segment file.
-    private static func holdsSegment(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> Bool {
-        try segmentNames(directory, fileSystem: fileSystem).isEmpty == false
-    }
-
-    /// Whether a segment file of the directory has an encrypted header's version (3), checksum unchecked.
-    private static func holdsEncryptedSegment(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> Bool {
-        for name in try segmentNames(directory, fileSystem: fileSystem) {
+    /// Whether one of the segment files `names` of `directory` has an encrypted header's version (3),
+    /// checksum unchecked.
+    private static func holdsEncryptedSegment(_ names: [String], in directory: String, fileSystem: any FileSystem) -> Bool {
+        for name in names {
             guard let file = try? fileSystem.openFile(directory + "/" + name, flags: O_RDONLY, mode: 0) else { continue }
             var header = [UInt8](repeating: 0, count: 10)
             let read = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
@@ -94,13 +95,5 @@ extension StoreEncryption {
             }
         }
         return false
-    }
-
-    private static func segmentNames(_ directory: String, fileSystem: any FileSystem) throws(CaskError) -> [String] {
-        do throws(Errno) {
-            return try fileSystem.listDirectory(directory).filter { $0.hasSuffix(SegmentName.segmentExtension) }
-        } catch {
-            throw CaskError.from(error, operation: "list directory", path: directory, reading: true)
-        }
     }
 }
