@@ -26,6 +26,10 @@ int cask_rename_no_replace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
+int cask_rename_exchange(const char *first, const char *second) {
+    return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
+}
+
 typedef uint64_t __attribute__((aligned(1))) cask_unaligned_word;
 
 void cask_copy_in_order(void *destination, const void *source, unsigned long count) {

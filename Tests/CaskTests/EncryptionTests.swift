@@ -68,3 +68,102 @@ final class EncryptionTests: XCTestCase {
         }
     }
 }
+
+extension EncryptionTests {
+    func testKeysThatDoNotOpenTheStore() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try CaskStore.open(at: directory.path, options: Self.options())
+        try store.put("k", Array("secret".utf8))
+        try store.close()
+
+        XCTAssertThrowsError(try CaskStore.open(at: directory.path, options: Self.options(key: Self.otherKey))) { error in
+            XCTAssertEqual(error as? CaskError, .wrongKey(path: directory.path))
+            XCTAssertEqual("\(error)", "the key given is not the key store \(directory.path) was encrypted with (the key check in its ENCRYPTION file fails); nothing was read or written")
+        }
+        for readOnly in [false, true] {
+            var plain = CaskStore.Options.manualCompaction()
+            plain.readOnly = readOnly
+            XCTAssertThrowsError(try CaskStore.open(at: directory.path, options: plain)) { error in
+                XCTAssertEqual(error as? CaskError, .encryptionKeyRequired(path: directory.path))
+            }
+        }
+        var short = CaskStore.Options.manualCompaction()
+        short.encryption = .key([UInt8](repeating: 1, count: 16))
+        XCTAssertThrowsError(try CaskStore.open(at: directory.path, options: short)) { error in
+            XCTAssertEqual(error as? CaskError, .invalidEncryptionKey(reason: "a key is 32 bytes, this one is 16"))
+        }
+        XCTAssertThrowsError(try CaskStore.verify(at: directory.path)) { error in
+            XCTAssertEqual(error as? CaskError, .encryptionKeyRequired(path: directory.path))
+        }
+        XCTAssertThrowsError(try CaskStore.verify(at: directory.path, encryption: .key(Self.otherKey))) { error in
+            XCTAssertEqual(error as? CaskError, .wrongKey(path: directory.path))
+        }
+        // The segments alone, without the ENCRYPTION file, are not a store that opens plain.
+        let identity = try StoreFiles.read(directory.appending(EncryptionFile.fileName))
+        try FileManager.default.removeItem(atPath: directory.appending(EncryptionFile.fileName))
+        XCTAssertThrowsError(try CaskStore.open(at: directory.path, options: .manualCompaction())) { error in
+            XCTAssertEqual(error as? CaskError, .encryptionKeyRequired(path: directory.appending("0000000001.cask")))
+        }
+        XCTAssertThrowsError(try CaskStore.open(at: directory.path, options: Self.options())) { error in
+            guard case .corruptFile(let path, _)? = error as? CaskError else { return XCTFail("\(error)") }
+            XCTAssertEqual(path, directory.appending(EncryptionFile.fileName))
+        }
+        try StoreFiles.write(directory.appending(EncryptionFile.fileName), identity)
+        let reopened = try CaskStore.open(at: directory.path, options: Self.options())
+        XCTAssertEqual(try reopened.get("k"), Array("secret".utf8))
+        try reopened.close()
+
+        // A store created without a key does not open with one.
+        let plainDirectory = TemporaryDirectory()
+        defer { plainDirectory.remove() }
+        let plainStore = try CaskStore.open(at: plainDirectory.path, options: .manualCompaction())
+        try plainStore.put("k", [1])
+        try plainStore.close()
+        XCTAssertThrowsError(try CaskStore.open(at: plainDirectory.path, options: Self.options())) { error in
+            XCTAssertEqual(error as? CaskError, .notEncrypted(path: plainDirectory.path))
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: plainDirectory.appending(EncryptionFile.fileName)))
+    }
+
+    func testRekeyEncryptsRotatesAndDecrypts() throws {
+        let parent = TemporaryDirectory()
+        defer { parent.remove() }
+        let path = parent.appending("store")
+        var model: [String: [UInt8]] = [:]
+        let store = try CaskStore.open(at: path, options: .manualCompaction())
+        for n in 0..<3000 {
+            let value = Array("value \(n)".utf8)
+            try store.put("key/\(n % 1000)", value)
+            model["key/\(n % 1000)"] = value
+        }
+        try store.put("expiring", [7], expiresAfter: .seconds(3600))
+        model["expiring"] = [7]
+        try store.close()
+
+        let steps: [(from: Encryption, to: Encryption)] = [
+            (.none, .key(Self.key)), (.key(Self.key), .key(Self.otherKey, algorithm: .xchacha20poly1305)), (.key(Self.otherKey), .none),
+        ]
+        for (from, to) in steps {
+            let report = try CaskStore.rekey(at: path, from: from, to: to)
+            XCTAssertEqual(report.keys, model.count)
+            XCTAssertNil(report.leftBehind)
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+            var options = CaskStore.Options.manualCompaction()
+            options.encryption = to
+            let reopened = try CaskStore.open(at: path, options: options)
+            try assertReads(reopened, model)
+            XCTAssertNotNil(try reopened.statistics())
+            try reopened.close()
+            XCTAssertEqual(FileManager.default.fileExists(atPath: path + "/" + EncryptionFile.fileName), to.key != nil)
+            if to.key != nil {
+                XCTAssertThrowsError(try CaskStore.open(at: path, options: .manualCompaction()))
+            }
+        }
+        // A wrong key changes nothing.
+        XCTAssertThrowsError(try CaskStore.rekey(at: path, from: .key(Self.key), to: .key(Self.otherKey))) { error in
+            XCTAssertEqual(error as? CaskError, .notEncrypted(path: path))
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+    }
+}

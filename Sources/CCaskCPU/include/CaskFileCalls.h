@@ -28,4 +28,8 @@ long long cask_copy_file_range(int source, long long sourceOffset, int destinati
 /// Returns 0, or -1 with errno set (EINVAL where the file system cannot promise it).
 int cask_rename_no_replace(const char *from, const char *to);
 
+/// `renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE)`: swaps two names at once, both of
+/// which must exist. Returns 0, or -1 with errno set (EINVAL where the file system cannot).
+int cask_rename_exchange(const char *first, const char *second);
+
 #endif

@@ -82,7 +82,7 @@ package struct StoreDirectory {
             case .dictionary(let id): dictionaries.append(UInt32(id))
             case .leftover: leftovers.append(name)
             case .stray(let reason): strays.append(StrayFile(name: name, reason: reason))
-            case .manifest, .lock, .other: break
+            case .manifest, .lock, .encryption, .other: break
             }
         }
         segments.sort()
@@ -102,13 +102,23 @@ package struct StoreDirectory {
     // MARK: Names
 
     private enum Name: Equatable {
-        case segment(UInt64), hint(UInt64), dictionary(UInt64), manifest, lock, leftover, stray(String), other
+        case segment(UInt64), hint(UInt64), dictionary(UInt64), manifest, lock, encryption, leftover, stray(String), other
+    }
+
+    /// Whether `name` is one a store's own files have (segment, hint, dictionary, `LOCK`,
+    /// `COMPACTION`, `ENCRYPTION`, a leftover `.tmp`): what may be deleted with a whole store.
+    package static func isStoreFileName(_ name: String) -> Bool {
+        switch classify(name) {
+        case .segment, .hint, .dictionary, .manifest, .lock, .encryption, .leftover: true
+        case .stray, .other: false
+        }
     }
 
     /// What a file name in a store directory is.
     private static func classify(_ name: String) -> Name {
         if name == CompactionManifest.fileName { return .manifest }
         if name == SegmentName.lockFile { return .lock }
+        if name == EncryptionFile.fileName { return .encryption }
         if name.hasSuffix(".tmp") { return .leftover }
         let kinds: [(suffix: String, what: String, name: (UInt64) -> Name)] = [
             (SegmentName.segmentExtension, "segment", Name.segment), (SegmentName.hintExtension, "hint file", Name.hint),

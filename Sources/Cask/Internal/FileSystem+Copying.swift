@@ -30,6 +30,15 @@ extension FileSystem {
         guard rmdir(path) == 0 else { throw Errno.current }
     }
 
+    package func exchange(_ first: String, _ second: String) throws(Errno) { throw Errno.notSupported }
+
+    /// `realpath(3)`, as the real file system.
+    package func resolvedPath(_ path: String) throws(Errno) -> String {
+        guard let resolved = realpath(path, nil) else { throw Errno.current }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Checks, then renames: enough for the test file systems, whose directories no one else writes.
     package func renameNoReplace(_ from: String, to: String) throws(Errno) {
         if isDirectory(to) != nil { throw Errno.exists }
@@ -81,5 +90,9 @@ extension PosixFileSystem {
 
     package func renameNoReplace(_ from: String, to: String) throws(Errno) {
         _ = try retryingInterrupts { cask_rename_no_replace(from, to) }
+    }
+
+    package func exchange(_ first: String, _ second: String) throws(Errno) {
+        _ = try retryingInterrupts { cask_rename_exchange(first, second) }
     }
 }

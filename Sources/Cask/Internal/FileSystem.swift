@@ -77,6 +77,12 @@ package protocol FileSystem: Sendable {
     /// Renames `from` to `to` only if nothing is at `to` (`renameat2(RENAME_NOREPLACE)`): never
     /// replaces a file, a link or an empty directory there (`.exists`).
     func renameNoReplace(_ from: String, to: String) throws(Errno)
+    /// Swaps the names `first` and `second`, both of which must exist, in one step
+    /// (`renameat2(RENAME_EXCHANGE)`): whoever looks up either name finds the one file or the other,
+    /// never nothing. The test file systems throw `.notSupported`.
+    func exchange(_ first: String, _ second: String) throws(Errno)
+    /// The absolute path of `path` with every symbolic link in it followed (`realpath(3)`).
+    func resolvedPath(_ path: String) throws(Errno) -> String
 }
 
 extension FileSystem {

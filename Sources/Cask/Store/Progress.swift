@@ -16,6 +16,8 @@ extension CaskStore {
             case backingUp = "backing up"
             /// A repair writing the repaired files.
             case repairing
+            /// ``CaskStore/rekey(at:from:to:progress:)`` copying the store's entries under the new key.
+            case rekeying
         }
 
         public var phase: Phase

@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension CaskStore {
+    /// Copies the store in `directory` into a new store under another key (`to`): to rotate its key,
+    /// to encrypt a store created without one (`from: .none`), to decrypt one (`to: .none`), or to
+    /// change its algorithm (`.key(key, algorithm:)`). No other process may have the store open for
+    /// writing (its lock is held throughout: ``CaskError/locked(path:holderPID:)``).
+    ///
+    /// How, and why it is safe to interrupt at any instant: the store is opened with `from` (a
+    /// writable open: a torn tail is cut, as always); every entry — key, value and expiry, each key's
+    /// newest — is written into a new store in a directory beside it (`<directory>.cask-rekey-<pid>-<n>`,
+    /// built like any store: its segments synced, its hints written); that store is opened again and
+    /// its key count checked; then the two directories' names are swapped in one step
+    /// (`renameat2(RENAME_EXCHANGE)`) and the parent directory synced. Before the swap the store is
+    /// untouched (a crash leaves the new directory beside it: delete it); after it, the store is the
+    /// new one, and the old one's files are deleted (a crash leaves the old store under the
+    /// `.cask-rekey-` name, readable with the old key: delete it). Overwritten and deleted values
+    /// are not copied: nothing sealed under the old key remains once the old directory is gone —
+    /// but the old key still opens any backup made before.
+    ///
+    /// The new store has new sequence numbers, segment ids and (encrypted) a new store id and salts.
+    /// Read-only handles open on the old store go on reading it until they are closed. Complexity: one
+    /// read of every live entry, one write of each; the parent directory must be writable and on the
+    /// same file system. `progress`: phase ``Progress/Phase/rekeying``, entries copied of the entries held.
+    public static func rekey(
+        at directory: String, from old: Encryption, to new: Encryption, progress: ((Progress) -> Void)? = nil
+    ) throws(CaskError) -> RekeyReport {
+        let fileSystem = PosixFileSystem()
+        if let length = new.invalidKeyLength {
+            throw CaskError.invalidEncryptionKey(reason: "the new key is \(length) bytes; a key is \(EncryptionKey.length)")
+        }
+        if !old.isRequested && !new.isRequested {
+            throw CaskError.io(operation: "rekey (neither the store nor the new store is encrypted: nothing to change)", path: directory, errno: .invalidArgument)
+        }
+        let path: String
+        do throws(Errno) { path = try fileSystem.resolvedPath(StoreRepair.trimmingSlashes(directory)) } catch {
+            if error == .noEntry { throw CaskError.directoryMissing(path: directory) }
+            throw CaskError.from(error, operation: "open store directory", path: directory, reading: true)
+        }
+        var report = RekeyReport(directory: path)
+
+        var oldOptions = Options.maintenance(encryption: old)
+        oldOptions.createIfMissing = false
+        let store = try CaskStore.open(at: path, options: oldOptions)
+        defer { try? store.close() }
+        report.bytesBefore = try store.statistics().segmentBytes
+
+        let temporary = try makeTemporaryDirectory(beside: path, fileSystem: fileSystem)
+        do throws(CaskError) {
+            report.keys = try copyEntries(of: store, into: temporary, encryption: new, progress: progress)
+            var checkOptions = Options.maintenance(encryption: new)
+            checkOptions.readOnly = true
+            let copy = try CaskStore.open(at: temporary, options: checkOptions)
+            let (copied, bytes) = (copy.count, try copy.statistics().segmentBytes)
+            try copy.close()
+            guard copied == report.keys else {
+                throw CaskError.corruptFile(path: temporary, reason: "the new store holds \(copied) keys after \(report.keys) were copied")
+            }
+            report.bytesAfter = bytes
+            report.algorithm = new.key == nil ? nil : (new.algorithm ?? .preferred)
+            do throws(Errno) { try fileSystem.exchange(path, temporary) } catch {
+                if error == .invalidArgument || error == .notSupported {
+                    throw CaskError.io(
+                        operation: "swap the store with its rekeyed copy (the file system cannot swap two names at once)", path: path, errno: error)
+                }
+                throw CaskError.from(error, operation: "swap the store with its rekeyed copy", path: path)
+            }
+        } catch {
+            removeStore(at: temporary, fileSystem: fileSystem)
+            throw error
+        }
+        // Swapped: the store is the new one from here, whatever happens next.
+        try? fileSystem.syncDirectory(CaskStore.parent(of: path))
+        // The old store is under the temporary name now: close it (its lock goes), then delete it.
+        try? store.close()
+        if !removeStore(at: temporary, fileSystem: fileSystem) { report.leftBehind = temporary }
+        return report
+    }
+
+    /// Writes every entry of `store` into a new store in `directory` under `encryption`, in batches,
+    /// and closes it (everything synced). Returns the entries copied.
+    private static func copyEntries(
+        of store: CaskStore, into directory: String, encryption: Encryption, progress: ((Progress) -> Void)?
+    ) throws(CaskError) -> Int {
+        var options = Options.maintenance(encryption: encryption)
+        options.durability = .buffered
+        options.flushInterval = 0
+        let copy = try CaskStore.open(at: directory, options: options)
+        var meter = ProgressMeter(phase: .rekeying, total: Int64(store.count), report: progress)
+        meter.report(0)
+        var batch = WriteBatch(), batchBytes = 0, copied = 0
+        do {
+            try store.forEachEntry { key, value, expiresAt in
+                if let expiresAt { batch.put(key, value, expiresAtMilliseconds: expiresAt) } else { batch.put(key, value) }
+                batchBytes += key.count + value.count
+                copied += 1
+                if batch.count >= 4096 || batchBytes >= 4 << 20 {
+                    try copy.write(batch)
+                    batch = WriteBatch()
+                    batchBytes = 0
+                    meter.advance(to: Int64(copied))
+                }
+            }
+            if batch.count > 0 { try copy.write(batch) }
+        } catch let error as CaskError {
+            try? copy.close()
+            throw error
+        } catch {
+            try? copy.close()
+            throw CaskError.io(operation: "rekey", path: directory, errno: .ioError)
+        }
+        try copy.close()
+        meter.finish()
+        return copied
+    }
+
+    /// `<path>.cask-rekey-<pid>-<n>`, made new (mode 0700), the first free `n`.
+    private static func makeTemporaryDirectory(beside path: String, fileSystem: any FileSystem) throws(CaskError) -> String {
+        var number = 1
+        while true {
+            let candidate = "\(path).cask-rekey-\(getpid())-\(number)"
+            do throws(Errno) {
+                try fileSystem.makeDirectory(candidate, mode: 0o700)
+                return candidate
+            } catch {
+                guard error == .exists, number < 1000 else { throw CaskError.from(error, operation: "create directory", path: candidate) }
+                number += 1
+            }
+        }
+    }
+
+    /// Deletes the store files in `directory` (only names a store's files have), then the directory.
+    /// Returns whether it is gone: it is not when it holds other files, which stay.
+    @discardableResult
+    private static func removeStore(at directory: String, fileSystem: any FileSystem) -> Bool {
+        let names = (try? fileSystem.listDirectory(directory)) ?? []
+        for name in names where StoreDirectory.isStoreFileName(name) {
+            try? fileSystem.unlink(directory + "/" + name)
+        }
+        do { try fileSystem.removeDirectory(directory) } catch { return false }
+        try? fileSystem.syncDirectory(CaskStore.parent(of: directory))
+        return true
+    }
+}
+
+extension CaskStore.Options {
+    /// How maintenance (a rekey) opens a store: under `encryption`, nothing in the background.
+    static func maintenance(encryption: Encryption) -> Self {
+        var options = Self()
+        options.encryption = encryption
+        options.automaticCompaction = false
+        options.idleCompactionDelay = 0
+        return options
+    }
+}
