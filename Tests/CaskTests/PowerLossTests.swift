@@ -68,6 +68,7 @@ final class PowerLossTests: XCTestCase {
         var memoryMapping = true
         var automaticCompaction = true
         var dictionaries = DictionaryOptions()
+        var encryption = Encryption.none
         /// The store's content before the first step (the template's, if there is one).
         var base: [String: [UInt8]] = [:]
         var steps: [Step]
@@ -96,6 +97,7 @@ final class PowerLossTests: XCTestCase {
             options.automaticCompaction = automaticCompaction
             options.compactionMinDeadBytes = 1
             options.dictionaries = dictionaries
+            options.encryption = encryption
             return options
         }
     }
@@ -210,7 +212,7 @@ final class PowerLossTests: XCTestCase {
         try store.put("after-the-crash", [1, 2, 3])
         try store.close()
         closed = true
-        let verification = try CaskStore.verify(at: image)
+        let verification = try CaskStore.verify(at: image, encryption: scenario.encryption)
         let problems = verification.damagedRanges.filter {
             !isAllowedDamage(scenario, $0.file, $0.offset, among: verification.damagedRanges.map { ($0.file, $0.offset, $0.length) })
         }
@@ -397,6 +399,39 @@ final class PowerLossTests: XCTestCase {
             }
         }
         print("PowerLossTests: \(runs) runs of random scenarios, \(images) crash images checked")
+    }
+
+    /// Encrypted stores: the short scenario cut at every call, and random scenarios (both
+    /// algorithms where the CPU runs them) at random calls. Every open after a cut starts a new
+    /// segment before it writes, and a cut leaves no record that does not authenticate where the
+    /// store's contents are checked: damage is allowed only where a plain store may have it.
+    func testEncryptedScenariosCutAtEveryAndAtRandomCalls() throws {
+        var images = 0, runs = 0
+        for durability in Durability.allCases {
+            var scenario = Self.shortScenario(durability)
+            scenario.name = "short, encrypted"
+            scenario.encryption = .key(EncryptionTests.key)
+            let calls = try callCount(scenario)
+            images += try cutAndCheck(scenario, cuts: 0...calls, survivals: Self.survivals)
+            runs += calls + 1
+        }
+        for algorithm in EncryptionAlgorithm.allCases where algorithm.isAvailable {
+            for seed in UInt64(41)...42 {
+                for (mode, durability) in Durability.allCases.enumerated() {
+                    var scenario = Self.randomScenario(seed: seed, durability: durability)
+                    scenario.name = "random \(seed), \(algorithm)"
+                    scenario.encryption = .key(EncryptionTests.key, algorithm: algorithm)
+                    let calls = try callCount(scenario)
+                    var picker = SeededGenerator(seed: seed &* 37 &+ UInt64(mode))
+                    let cuts = (0..<4).map { _ in Int.random(in: 0...calls, using: &picker) }
+                    images += try cutAndCheck(scenario, cuts: cuts) { cut in
+                        Self.survivals(cut) + [.random(seed: UInt64(cut) &* 7919 &+ seed, revertOverwrites: true)]
+                    }
+                    runs += cuts.count
+                }
+            }
+        }
+        print("PowerLossTests: \(runs) runs of encrypted scenarios, \(images) crash images checked")
     }
 
     /// Dictionaries trained and used while the power goes: a writer that trains one after 16 KiB of

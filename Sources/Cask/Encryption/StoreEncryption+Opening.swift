@@ -37,7 +37,12 @@ extension StoreEncryption {
             let storeID = FileCipher.randomSalt()
             let file = EncryptionFile.encode(key: key, algorithm: algorithm, storeID: storeID)
             if creating {
-                do throws(Errno) { try fileSystem.writeFileAtomically(path, directory: directory, bytes: file, replacing: false) } catch {
+                do throws(Errno) {
+                    // An earlier open that crashed while writing it left its temporary file (the
+                    // writer holds the lock, and the store has no segment: nobody else's).
+                    if names.contains(EncryptionFile.fileName + ".tmp") { try fileSystem.unlink(path + ".tmp") }
+                    try fileSystem.writeFileAtomically(path, directory: directory, bytes: file, replacing: false)
+                } catch {
                     throw CaskError.from(error, operation: "write", path: path)
                 }
             }
