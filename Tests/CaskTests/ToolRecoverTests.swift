@@ -599,6 +599,33 @@ final class ToolRecoverTests: XCTestCase {
                 try assertRepaired(directory, fixture.model(without: members + [commit]), "batch, no hint")
             }
         }
+        // The member that is a delete damaged instead: the hint rebuilds it, which makes the batch
+        // whole again (every member and the commit record kept); without the hint the batch goes.
+        // (Before, the rebuilt member was kept while the rest of its batch was dropped: a batch
+        // member without its commit record, damage the repair had made itself.)
+        let delete = try XCTUnwrap(members.first { $0.type == .delete }, "the batch has a delete")
+        for keepHint in [true, false] {
+            let scratch = TemporaryDirectory("cask-recover-batch-member")
+            defer { scratch.remove() }
+            let directory = scratch.appending("store")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            try StoreFiles.copy(from: fixture.path, to: directory)
+            if !keepHint { try FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, id)) }
+            let segmentPath = StoreFiles.segmentPath(directory, id)
+            try StoreFiles.flip(segmentPath, at: delete.end - 1)
+            let run = try cask(["recover", directory, "--json"])
+            XCTAssertEqual(run.status, 0, run.out + run.err)
+            let report = try json(run)
+            XCTAssertEqual(try cask(["verify", directory]).status, 0, "member damaged, hint \(keepHint)")
+            if keepHint {
+                XCTAssertEqual(report["recordsRestored"] as? Int, 1)
+                XCTAssertTrue(try StoreFiles.read(segmentPath) == StoreFiles.read(fixture.segment(id)))
+                try assertRepaired(directory, fixture.model, "batch member, hint kept")
+            } else {
+                XCTAssertEqual(report["recordsDropped"] as? Int, 2)
+                try assertRepaired(directory, fixture.model(without: members + [commit]), "batch member, no hint")
+            }
+        }
     }
 
     func testValueThatDoesNotDecompressIsDropped() throws {

@@ -39,24 +39,21 @@ extension StoreRepair {
         items.sort { $0.offset < $1.offset }
 
         // Records of a batch that never completed were never applied (the reader says which), and go
-        // — unless the hint rebuilt the commit record that completes it.
+        // — unless the hint rebuilt what completes it (its commit record, or a member that was a
+        // delete). A batch is whole when its commit record and every member are there to keep.
         let unapplied = segment.corrupt.filter { $0.kind == .uncommittedBatch }
-        // A rebuilt commit record completes its batch only when every member is there to keep.
         let kept = Set(items.filter { $0.dropReason == nil && $0.flags & RecordFlags.batchMember != 0 }.map(\.seq))
-        let rebuiltBatches = items.filter { $0.rebuilt != nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
+        let wholeBatches = items.filter { $0.dropReason == nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
             .filter { batch in batch.allSatisfy { kept.contains($0) } }
-        for index in items.indices where items[index].rebuilt != nil && items[index].type == .batch {
-            let batch = items[index].batchFirstSeq..<items[index].seq
-            if !rebuiltBatches.contains(batch) {
-                items[index].rebuilt = nil
-                items[index].dropReason = "the commit record of a batch whose members are not all there (never applied)"
-                items[index].dropKind = .uncommittedBatch
-            }
-        }
-        for index in items.indices where items[index].dropReason == nil && items[index].rebuilt == nil {
+        for index in items.indices where items[index].dropReason == nil {
             let item = items[index]
-            guard unapplied.contains(where: { $0.contains(item.offset, length: item.length) }),
-                  !rebuiltBatches.contains(where: { $0.contains(item.seq) }) else { continue }
+            let whole = item.type == .batch
+                ? wholeBatches.contains(item.batchFirstSeq..<item.seq)
+                : wholeBatches.contains { $0.contains(item.seq) }
+            let isRebuiltPart = item.rebuilt != nil && (item.type == .batch || item.flags & RecordFlags.batchMember != 0)
+            let wasUnapplied = item.rebuilt == nil && unapplied.contains { $0.contains(item.offset, length: item.length) }
+            guard (isRebuiltPart || wasUnapplied) && !whole else { continue }
+            items[index].rebuilt = nil
             items[index].dropReason = item.type == .batch
                 ? "the commit record of a batch whose members are not all there (never applied)"
                 : "a member of a batch without its commit record (never applied)"
