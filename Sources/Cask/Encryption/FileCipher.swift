@@ -19,6 +19,13 @@ package final class FileCipher: @unchecked Sendable {
     package static let saltLength = 16
 
     package let algorithm: EncryptionAlgorithm
+    /// The salt the file's key was derived with (not secret: it is in the file's header).
+    package let salt: [UInt8]
+    /// For tests only: called with every message sealed, before it is sealed — the salt, the number,
+    /// and a fingerprint of the message and its associated data — so that a test can show that no
+    /// (salt, number) is ever sealed with two different messages. Set it before any store opens and
+    /// clear it after they all close; it must be thread-safe.
+    nonisolated(unsafe) package static var sealObserver: (@Sendable (_ salt: [UInt8], _ number: UInt64, _ fingerprint: UInt64) -> Void)?
     /// AES-256-GCM: libsodium's expanded key state (512 bytes, 16-aligned); ChaCha20-Poly1305: the
     /// 32-byte key.
     private let state: UnsafeMutableRawPointer
@@ -29,6 +36,7 @@ package final class FileCipher: @unchecked Sendable {
     init(algorithm: EncryptionAlgorithm, key: KeyBytes, salt: UnsafeRawBufferPointer) {
         precondition(salt.count == Self.saltLength && algorithm.isAvailable)
         self.algorithm = algorithm
+        self.salt = Array(salt)
         var subkey = [UInt8](repeating: 0, count: 32)
         defer { subkey.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, 32) } }
         subkey.withUnsafeMutableBytes { out in
@@ -73,6 +81,10 @@ package final class FileCipher: @unchecked Sendable {
     /// be sealed at most once with different content (the callers' numbering rules, FORMAT.md).
     @inline(__always)
     package func seal(_ message: UnsafeMutableRawBufferPointer, associatedData: UnsafeRawBufferPointer, number: UInt64, tag: UnsafeMutableRawPointer) {
+        if let observer = Self.sealObserver {
+            let fingerprint = UInt64(CRC32C.checksum(of: UnsafeRawBufferPointer(message))) << 32 | UInt64(CRC32C.checksum(of: associatedData))
+            observer(salt, number, fingerprint ^ UInt64(message.count) &* 0x9E37_79B9)
+        }
         var nonce = Self.nonce(number)
         withUnsafeBytes(of: &nonce) { nonce in
             let n = nonce.baseAddress!.assumingMemoryBound(to: UInt8.self)
