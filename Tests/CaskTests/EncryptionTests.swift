@@ -167,3 +167,32 @@ extension EncryptionTests {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
     }
 }
+
+extension EncryptionTests {
+    /// An app's encrypted store, opened at every launch: each open that writes starts a segment of
+    /// its own (no place is sealed twice), and the small-store compaction merges them once there are
+    /// more than ``CompactionWatch/segmentsToMerge``, so the files stay few, however many launches.
+    func testAStoreOpenedAtEveryLaunchKeepsFewSegments() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        var options = Self.options()
+        options.automaticCompaction = true
+        options.idleCompactionDelay = 0.02
+        var model: [String: [UInt8]] = [:]
+        var most = 0
+        for launch in 0..<40 {
+            let store = try CaskStore.open(at: directory.path, options: options)
+            let value = Array("draft of launch \(launch)".utf8)
+            try store.put("drafts/\(launch)", value)
+            model["drafts/\(launch)"] = value
+            Thread.sleep(forTimeInterval: 0.06)  // idle: the small-store check runs
+            try store.close()
+            let segments = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".cask") }.count
+            most = max(most, segments)
+        }
+        XCTAssertLessThanOrEqual(most, 18, "segments piled up")  // 16 merged at the next idle check, and the newest
+        let store = try CaskStore.open(at: directory.path, options: options)
+        try assertReads(store, model)
+        try store.close()
+    }
+}

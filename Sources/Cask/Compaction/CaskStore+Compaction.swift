@@ -144,7 +144,7 @@ struct SmallStoreCompaction: Sendable {
         defer { compactor.writer.withLock { $0.compactionWatch.compactionQueued = false } }
         gate.withLock { _ in
             guard let sealed = compactor.writer.withLock({ (w: inout StoreWriter) in sealIfDue(&w) }) else { return }
-            _ = try? compactor.run(.everythingDead)
+            _ = try? compactor.run(.wholeStore)
             // The sealed segment was an input unless it was all live; a retired one gets no hint.
             if let sealed, compactor.options.writeHints {
                 CaskStore.writeHint(

@@ -18,6 +18,8 @@ struct CompactionWatch {
     /// whose successor's creation syncs (about a millisecond with writes waiting): at 8 MiB, a store
     /// written without pause loses a few percent of its writes to that.
     static let burstStep: Int64 = 8 << 20
+    /// A small store spread over more segments than this is merged whole, dead bytes or not.
+    static let segmentsToMerge = 16
 
     /// Writes since the open (wrapping), and their count when the pending idle check was set.
     private(set) var writes: UInt64 = 0

@@ -38,6 +38,9 @@ struct Compactor {
         /// Every sealed segment with dead records (and empty ones), and every one whose dictionary
         /// is not the one the outputs would name (``Recompression``).
         case everythingDead
+        /// Every sealed, undamaged segment: a small store merged into as few segments as its live
+        /// records fill (``smallStoreIsDue(floor:)``).
+        case wholeStore
         /// Segments whose dead share passes ``CaskStore/Options/compactionDeadRatio``, once the store's
         /// dead bytes pass ``CaskStore/Options/compactionMinDeadBytes``.
         case policy
@@ -139,6 +142,8 @@ struct Compactor {
                 chosen = sealed.filter {
                     $0.deadBytes > 0 || $0.records == 0 || shared.segments[UInt32($0.id)].map { $0.dictionary.id != wanted } == true
                 }
+            case .wholeStore:
+                chosen = sealed
             case .one(let id):
                 chosen = sealed.filter { $0.id == id && ($0.deadBytes > 0 || $0.records == 0) }
             case .policy:
@@ -160,17 +165,22 @@ struct Compactor {
     }
 
     /// Whether the store fits in one segment (its files hold at most ``CaskStore/Options/maxSegmentSize``)
-    /// and more of its bytes are dead than live, at least `floor` of them (``CompactionWatch``).
-    /// Damaged segments are left out: compaction leaves them alone. O(segments).
+    /// and more of its bytes are dead than live, at least `floor` of them — or it is spread over
+    /// more than ``CompactionWatch/segmentsToMerge`` segments (an encrypted store starts a segment
+    /// at each open that writes: an app's store, opened at every launch, would otherwise gather
+    /// one file per launch) (``CompactionWatch``). Damaged segments are left out: compaction leaves
+    /// them alone. O(segments).
     func smallStoreIsDue(floor: Int64) -> Bool {
         state.read { shared in
-            var fileBytes: Int64 = 0, liveBytes: Int64 = 0, deadBytes: Int64 = 0
+            var fileBytes: Int64 = 0, liveBytes: Int64 = 0, deadBytes: Int64 = 0, segments = 0
             for segment in shared.stats.segments where !segment.damaged {
                 fileBytes += segment.fileBytes
                 liveBytes += segment.liveBytes
                 deadBytes += segment.deadBytes
+                segments += 1
             }
-            return fileBytes <= options.maxSegmentSize && deadBytes >= floor && deadBytes > liveBytes
+            guard fileBytes <= options.maxSegmentSize else { return false }
+            return (deadBytes >= floor && deadBytes > liveBytes) || segments > CompactionWatch.segmentsToMerge
         }
     }
 

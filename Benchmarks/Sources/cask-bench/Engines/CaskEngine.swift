@@ -1,10 +1,34 @@
 import Cask
 import Foundation
 
+/// How a Cask engine opens its store: as users get it, or encrypted (issue 26).
+protocol CaskFlavor: Sendable {
+    static var name: String { get }
+    static var encryption: Encryption { get }
+}
+
+/// Cask as users get it.
+enum PlainCask: CaskFlavor {
+    static var name: String { "cask" }
+    static var encryption: Encryption { .none }
+}
+
+/// Cask with `Options.encryption = .key(…)` (a fixed key), with the algorithm a new store gets on
+/// this CPU (AES-256-GCM where it has AES-NI): the same workloads side by side with `cask`.
+enum EncryptedCask: CaskFlavor {
+    static var name: String { "cask-encrypted" }
+    static var encryption: Encryption { .key(Array(0..<32).map { UInt8($0) }) }
+}
+
+/// Cask as users get it (``PlainCask``).
+typealias CaskEngine = CaskStoreEngine<PlainCask>
+/// Cask encrypted (``EncryptedCask``).
+typealias CaskEncryptedEngine = CaskStoreEngine<EncryptedCask>
+
 /// Cask through its public API. Modes: nosync = `.os`, batch1000 = `.buffered`, sync = `.fsync`.
-final class CaskEngine: Engine {
-    static let name = "cask"
-    static let capabilities = Capabilities.all
+final class CaskStoreEngine<Flavor: CaskFlavor>: Engine {
+    static var name: String { Flavor.name }
+    static var capabilities: Capabilities { Capabilities.all }
 
     static func durability(_ mode: WriteMode) -> Durability {
         switch mode {
@@ -24,14 +48,15 @@ final class CaskEngine: Engine {
 
     /// Cask's automatic compaction (on by default, as users get it); `--cask-no-auto-compaction`
     /// turns it off to see what it costs (the coordinator passes it to workers in the environment).
-    static let automaticCompaction = ProcessInfo.processInfo.environment[autoCompactionVariable] != "0"
-    static let autoCompactionVariable = "CASK_BENCH_AUTO_COMPACTION"
+    static var automaticCompaction: Bool { ProcessInfo.processInfo.environment[autoCompactionVariable] != "0" }
+    static var autoCompactionVariable: String { "CASK_BENCH_AUTO_COMPACTION" }
 
     let store: CaskStore
 
     init(directory: String, mode: WriteMode) throws {
         var options = CaskStore.Options(durability: Self.durability(mode))
         options.automaticCompaction = Self.automaticCompaction
+        options.encryption = Flavor.encryption
         store = try CaskStore.open(at: directory, options: options)
     }
 

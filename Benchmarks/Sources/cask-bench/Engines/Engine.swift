@@ -111,7 +111,7 @@ enum BenchError: Error, CustomStringConvertible {
 /// Every engine the suite knows, in report order (Cask first, references last).
 enum Engines {
     static let all: [any Engine.Type] = [
-        CaskEngine.self, SQLiteEngine.self, LMDBEngine.self, LevelDBEngine.self, RocksDBEngine.self,
+        CaskEngine.self, CaskEncryptedEngine.self, SQLiteEngine.self, LMDBEngine.self, LevelDBEngine.self, RocksDBEngine.self,
         FilePerObjectEngine.self, RawLogEngine.self,
     ]
 

@@ -19,6 +19,7 @@ enum Worker {
         // every operation it times.
         switch name {
         case CaskEngine.name: try runSuite(CaskEngine.self, options: options)
+        case CaskEncryptedEngine.name: try runSuite(CaskEncryptedEngine.self, options: options)
         case SQLiteEngine.name: try runSuite(SQLiteEngine.self, options: options)
         case LMDBEngine.name: try runSuite(LMDBEngine.self, options: options)
         case LevelDBEngine.name: try runSuite(LevelDBEngine.self, options: options)

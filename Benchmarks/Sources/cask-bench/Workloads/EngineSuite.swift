@@ -186,22 +186,22 @@ struct EngineSuite<E: Engine> {
         var engine: E?
         var extra: [(String, String)] = []
         try measure("open", mode: "read", num: data.count, bytes: 0, directory: dir) { engine = try E(directory: dir, mode: mode) }
-        if let cask = engine as? CaskEngine {
-            let statistics = try cask.store.statistics()
+        if let store = (engine as? CaskEngine)?.store ?? (engine as? CaskEncryptedEngine)?.store {
+            let statistics = try store.statistics()
             guard statistics.keys == data.count else { throw BenchError.check("cask open found \(statistics.keys) keys, not \(data.count)") }
             extra = [("index_bytes", "\(statistics.indexBytes)"), ("index_key_bytes", "\(statistics.indexKeyBytes)"),
                      ("index_overhead_bytes_per_key", String(format: "%.1f", statistics.indexOverheadPerKey))]
             // The ordered view is built by the first listing: its cost, once, and the index with it.
             var listed = 0
-            let buildSeconds = try Clock.time { listed = try cask.store.count(prefix: Array("0".utf8)) }
+            let buildSeconds = try Clock.time { listed = try store.count(prefix: Array("0".utf8)) }
             if listed != data.count { throw BenchError.check("cask counted \(listed) keys under \"0\", not \(data.count)") }
-            let ordered = try cask.store.statistics()
+            let ordered = try store.statistics()
             extra += [("ordered_view_build_seconds", String(format: "%.4f", buildSeconds)),
                       ("index_overhead_bytes_per_key_ordered", String(format: "%.1f", ordered.indexOverheadPerKey))]
             if wanted("open") {
-                print("RESULT engine=cask workload=index mode=read num=\(statistics.keys) value_size=\(data.valueSize) ops_per_s=0 mb_per_s=0 disk_bytes=\(statistics.segmentBytes) rss_kb=\(ProcessStats.rss().current) " + extra.map { "\($0.0)=\($0.1)" }.joined(separator: " "))
+                print("RESULT engine=\(E.name) workload=index mode=read num=\(statistics.keys) value_size=\(data.valueSize) ops_per_s=0 mb_per_s=0 disk_bytes=\(statistics.segmentBytes) rss_kb=\(ProcessStats.rss().current) " + extra.map { "\($0.0)=\($0.1)" }.joined(separator: " "))
             }
-            try cask.close()
+            try store.close()
             for name in try FileManager.default.contentsOfDirectory(atPath: dir) where name.hasSuffix(".hint") {
                 try FileManager.default.removeItem(atPath: dir + "/" + name)
             }
