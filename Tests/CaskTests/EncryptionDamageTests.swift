@@ -251,4 +251,55 @@ final class EncryptionDamageTests: XCTestCase {
         XCTAssertEqual(failed, 2)
         try opened.close()
     }
+
+    func testRepairRewritesDamagedSegmentsAndAMissingOrDamagedEncryptionFile() throws {
+        let store = TemporaryDirectory("cask-encrypted")
+        defer { store.remove() }
+        let model = try fill(store, prefix: "k", count: 300)
+        let first = try segments(store)[0]
+        let firstPath = store.appending(first)
+        let original = try StoreFiles.read(firstPath)
+
+        // A damaged record: its segment is written again under a new salt, every other record sealed again.
+        var damaged = original
+        damaged[SegmentHeader.encryptedLength + 40] ^= 0x04
+        try StoreFiles.write(firstPath, damaged)
+        let repair = try CaskStore.repair(at: store.path, backupDirectory: store.path + "-backup-1", encryption: .key(key))
+        defer { try? FileManager.default.removeItem(atPath: store.path + "-backup-1") }
+        XCTAssertEqual(repair.changes.map(\.kind), [.rewriteSegment, .rebuildHint], "\(repair)")
+        let rewritten = try StoreFiles.read(firstPath)
+        XCTAssertNotEqual(Array(rewritten[56..<72]), Array(original[56..<72]), "a rewritten segment gets a new salt")
+        XCTAssertTrue(try CaskStore.verify(at: store.path, encryption: .key(key)).isClean)
+        let reopened = try CaskStore.open(at: store.path, options: EncryptionTests.options())
+        let lost = model.filter { (try? reopened.get($0.key)) == nil }
+        XCTAssertEqual(lost.count, 1, "one record was damaged")
+        for (key, value) in model where lost[key] == nil { XCTAssertEqual(try reopened.get(key), value) }
+        try reopened.close()
+
+        // The ENCRYPTION file missing, then damaged: written again from an authentic segment header.
+        let identityPath = store.appending(EncryptionFile.fileName)
+        let identity = try StoreFiles.read(identityPath)
+        for damage in ["missing", "damaged"] {
+            if damage == "missing" { try FileManager.default.removeItem(atPath: identityPath) } else {
+                var bytes = identity
+                bytes[20] ^= 0x01
+                try StoreFiles.write(identityPath, bytes)
+            }
+            XCTAssertThrowsError(try CaskStore.open(at: store.path, options: EncryptionTests.options()))
+            XCTAssertThrowsError(try CaskStore.repair(at: store.path, backupDirectory: store.path + "-backup-wrong", encryption: .key(EncryptionTests.otherKey))) { error in
+                guard case .corruptFile(let path, let reason)? = error as? CaskError else { return XCTFail("\(error)") }
+                XCTAssertEqual(path, identityPath)
+                XCTAssertTrue(reason.hasSuffix("no segment header authenticates under the key given, so it cannot be written again"), reason)
+            }
+            let backup = store.path + "-backup-\(damage)"
+            defer { try? FileManager.default.removeItem(atPath: backup) }
+            let report = try CaskStore.repair(at: store.path, backupDirectory: backup, encryption: .key(key))
+            XCTAssertEqual(report.changes.first?.kind, .rewriteEncryptionFile, "\(report)")
+            XCTAssertEqual(FileManager.default.fileExists(atPath: backup + "/" + EncryptionFile.fileName), damage == "damaged")
+            let opened = try CaskStore.open(at: store.path, options: EncryptionTests.options())
+            for (key, value) in model where lost[key] == nil { XCTAssertEqual(try opened.get(key), value) }
+            try opened.close()
+            XCTAssertTrue(try CaskStore.verify(at: store.path, encryption: .key(key)).isClean, damage)
+        }
+    }
 }

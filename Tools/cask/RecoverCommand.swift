@@ -124,7 +124,7 @@ struct RecoverCommand: Subcommand {
             switch change.kind {
             case .truncateSegment, .rewriteSegment:
                 line += "; \(change.bytesBefore) -> \(change.bytesAfter ?? 0) bytes"
-            case .rebuildHint:
+            case .rebuildHint, .rewriteEncryptionFile:
                 if let after = change.bytesAfter { line += "; \(change.bytesBefore) -> \(after) bytes" }
             case .removeFile, .removeLeftover, .finishCompaction:
                 line += "; \(Self.count(change.bytesBefore, "byte"))"

@@ -102,3 +102,34 @@ extension StoreEncryption {
         return false
     }
 }
+
+extension StoreEncryption {
+    /// The store's encryption, read from the first segment of `directory` whose header is authentic
+    /// under `key` (its tag holds: its store id and algorithm were written by a holder of the key),
+    /// with a new `ENCRYPTION` file for it (``identityFile``, not written); nil when no segment's is.
+    /// For a repair whose `ENCRYPTION` file is missing or damaged.
+    package static func recoverIdentity(directory: String, key: EncryptionKey, fileSystem: any FileSystem) -> StoreEncryption? {
+        guard let names = try? fileSystem.listDirectory(directory) else { return nil }
+        for name in names.sorted() where SegmentName.segmentID(fromFileName: name) != nil {
+            guard let file = try? fileSystem.openFile(directory + "/" + name, flags: O_RDONLY, mode: 0) else { continue }
+            var bytes = [UInt8](repeating: 0, count: SegmentHeader.encryptedLength)
+            let read = (try? bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
+            guard read == bytes.count, bytes[0..<8].elementsEqual(SegmentHeader.magic) else { continue }
+            let found: StoreEncryption? = bytes.withUnsafeBytes { raw in
+                guard raw.readLittleEndian(at: 8, as: UInt16.self) == SegmentHeader.versionEncrypted,
+                      CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: raw[0..<104])) == raw.readLittleEndian(at: 104, as: UInt32.self),
+                      let algorithm = EncryptionAlgorithm(rawValue: raw.readLittleEndian(at: 12, as: UInt16.self)), algorithm.isAvailable
+                else { return nil }
+                let storeID = Array(raw[40..<56])
+                let cipher = FileCipher(algorithm: algorithm, key: key.storage, salt: UnsafeRawBufferPointer(rebasing: raw[56..<72]))
+                guard cipher.verify(tag: UnsafeRawBufferPointer(rebasing: raw[88..<104]), authenticating: UnsafeRawBufferPointer(rebasing: raw[0..<88]), number: 0)
+                else { return nil }
+                return StoreEncryption(
+                    key: key, algorithm: algorithm, storeID: storeID,
+                    identityFile: EncryptionFile.encode(key: key, algorithm: algorithm, storeID: storeID))
+            }
+            if let found { return found }
+        }
+        return nil
+    }
+}

@@ -20,6 +20,9 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
             /// A segment or hint file removed because a valid compaction manifest lists its segment
             /// as replaced, then the manifest itself: the interrupted compaction is finished.
             case finishCompaction = "finish-compaction"
+            /// An encrypted store's `ENCRYPTION` file, missing or damaged, written again from a
+            /// segment header that authenticates under the key given (its store id and algorithm).
+            case rewriteEncryptionFile = "rewrite-encryption-file"
         }
 
         public var kind: Kind
@@ -54,7 +57,7 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
                 if recordsDropped > 0 { text += ", \(recordsDropped) intact record\(recordsDropped == 1 ? "" : "s") dropped" }
                 if recordsRestored > 0 { text += ", \(recordsRestored) record\(recordsRestored == 1 ? "" : "s") restored from the hint file" }
                 for range in droppedRanges { text += "\n  dropped \(range.summary)" }
-            case .rebuildHint:
+            case .rebuildHint, .rewriteEncryptionFile:
                 if let bytesAfter { text += "; \(bytesBefore) -> \(bytesAfter) bytes" }
             case .removeFile, .removeLeftover, .finishCompaction:
                 text += "; \(bytesBefore) bytes"

@@ -8,6 +8,13 @@ extension StoreRepair {
     // MARK: Applying
 
     func apply(_ plan: inout Plan, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
+        if let identity = plan.identityFile {
+            // First: nothing of an encrypted store opens without it.
+            let identityPath = path(EncryptionFile.fileName)
+            do throws(Errno) { try fileSystem.writeFileAtomically(identityPath, directory: directory, bytes: identity) } catch {
+                throw CaskError.from(error, operation: "write", path: identityPath)
+            }
+        }
         for (name, syncAfter) in plan.removals {
             do throws(Errno) {
                 do { try fileSystem.unlink(path(name)) } catch where error == .noEntry {}

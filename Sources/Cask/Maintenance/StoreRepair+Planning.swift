@@ -16,6 +16,8 @@ extension StoreRepair {
         var segments: [SegmentRepair] = []
         /// Every file that changes or goes, by name: what the backup holds.
         var backupFiles: [String] = []
+        /// An encrypted store's `ENCRYPTION` file to write again (it is missing or damaged).
+        var identityFile: [UInt8]?
     }
 
     enum Piece {

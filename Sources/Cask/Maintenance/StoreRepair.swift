@@ -105,11 +105,33 @@ package struct StoreRepair {
             withExtendedLifetime(probe) {}  // The dry run's lock holds to here; `probe` closes next.
         }
 
-        encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
+        // An ENCRYPTION file that is missing or damaged is written again from an authentic segment header.
+        var identityProblem: String?
+        let identityPath = path(EncryptionFile.fileName)
+        do {
+            encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
+        } catch .corruptFile(let failed, let reason) where failed == identityPath && requested.key != nil {
+            guard let recovered = StoreEncryption.recoverIdentity(directory: directory, key: requested.key!, fileSystem: fileSystem) else {
+                throw CaskError.corruptFile(
+                    path: failed, reason: "\(reason); no segment header authenticates under the key given, so it cannot be written again")
+            }
+            encryption = recovered
+            identityProblem = reason
+        }
         dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)
         // Without the lock (a dry run that could not take it), a writer may be appending: the reader
         // then treats a short active segment as one that may still grow.
         var plan = try makePlan(lockHeld: lock != nil || probe != nil, progress: progress)
+        if let identityProblem, let identity = encryption?.identityFile {
+            let exists = fileSystem.isDirectory(identityPath) == false
+            plan.report.changes.insert(.init(
+                kind: .rewriteEncryptionFile, file: identityPath, bytesBefore: exists ? try size(of: EncryptionFile.fileName) : 0,
+                bytesAfter: Int64(identity.count),
+                reason: "\(identityProblem); written again with the store id and algorithm of a segment header that authenticates under the key"),
+                at: 0)
+            plan.identityFile = identity
+            if exists { plan.backupFiles.insert(EncryptionFile.fileName, at: 0) }
+        }
         plan.report.dryRun = dryRun
         guard !plan.report.changes.isEmpty else { return plan.report }
         let backup = backupDirectory.map(Self.trimmingSlashes) ?? defaultBackupDirectory()
