@@ -34,6 +34,7 @@ enum CrashWriter {
         ENVIRONMENT:
           CASK_CRASH_COMPACT=1  Also compact all the time, from one more thread, and let the
                                 automatic compaction run at low thresholds.
+          CASK_CRASH_KEY_FILE=<path>  Open the store encrypted, with the key in this key file.
         """
 
     static func run() -> Never {
@@ -55,6 +56,9 @@ enum CrashWriter {
         if compacting {
             options.compactionDeadRatio = 0.2
             options.compactionMinDeadBytes = 0
+        }
+        if let keyFile = ProcessInfo.processInfo.environment["CASK_CRASH_KEY_FILE"] {
+            do { options.encryption = .key(try EncryptionKey(keyFile: keyFile)) } catch { fail("\(error)") }
         }
         let store: CaskStore
         do {
