@@ -29,17 +29,33 @@ final class ConcurrencyTests: XCTestCase {
         try readersWritersAndDeleters(.os, compacting: true)
     }
 
+    /// The same on an encrypted store: gets without the lock open records in buffers of their own,
+    /// compactions seal every record they copy again, and rotations start segments under new salts.
+    func testReadersWritersAndDeletersWhileCompactingEncrypted() throws {
+        try readersWritersAndDeleters(.os, compacting: true, encryption: .key(EncryptionTests.key))
+    }
+
+    /// Compactions moving keys beside readers, encrypted.
+    func testReadersWhileCompactionsMoveManyKeysEncrypted() throws {
+        try readersWhileCompactionsMoveManyKeys(encryption: .key(EncryptionTests.key))
+    }
+
     /// Compactions that move thousands of keys while readers read them: a compaction switches the
     /// index to the copies beside readers (``KeyIndex/switchLocation(_:from:to:)``), so a reader
     /// must see each key whole at its old or its new copy, never an error, never an older version,
     /// never nothing. One writer overwrites every key in rounds, so that each compaction has most
     /// of the store to move; readers also walk the index (`keys()`) now and then.
     func testReadersWhileCompactionsMoveManyKeys() throws {
+        try readersWhileCompactionsMoveManyKeys(encryption: .none)
+    }
+
+    private func readersWhileCompactionsMoveManyKeys(encryption: Encryption) throws {
         let dir = TemporaryDirectory("cask-concurrency-switch")
         defer { dir.remove() }
         var options = CaskStore.Options(durability: .os)
         options.maxSegmentSize = 64 << 10
         options.automaticCompaction = false
+        options.encryption = encryption
         let store = try CaskStore.open(at: dir.path, options: options)
         let keyCount = 3_000, rounds = 4, readers = 2
         for key in 0..<keyCount { try store.put(Self.key(key), SelfDescribingValue.make(key: key, writer: 0, version: 1, padding: 40)) }
@@ -113,10 +129,13 @@ final class ConcurrencyTests: XCTestCase {
     /// 3 writers, 1 deleter and 3 readers on 16 keys, with rotations. Readers check every value is
     /// whole and that, per (key, writer), versions never go backwards. At the end, the store
     /// reopened holds exactly what the last reads saw.
-    private func readersWritersAndDeleters(_ durability: Durability, operationsPerWriter: Int = 1500, compacting: Bool = false) throws {
+    private func readersWritersAndDeleters(
+        _ durability: Durability, operationsPerWriter: Int = 1500, compacting: Bool = false, encryption: Encryption = .none
+    ) throws {
         let dir = TemporaryDirectory("cask-concurrency")
         defer { dir.remove() }
         var options = CaskStore.Options(durability: durability)
+        options.encryption = encryption
         options.maxSegmentSize = 32 << 10
         options.bufferSize = 4 << 10
         options.flushInterval = 0.005
