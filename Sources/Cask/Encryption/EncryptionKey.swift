@@ -80,7 +80,17 @@ public struct EncryptionKey: Sendable, Equatable {
 
     /// The key as 64 lowercase hexadecimal digits and a newline: what `cask keygen` writes.
     public var hexKeyFile: String {
-        storage.withBytes { raw in raw.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() + "\n" }
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(2 * Self.length + 1)
+        storage.withBytes { raw in
+            for byte in raw {
+                text.append(digits[Int(byte >> 4)])
+                text.append(digits[Int(byte & 0x0F)])
+            }
+        }
+        text.append(UInt8(ascii: "\n"))
+        return String(decoding: text, as: UTF8.self)
     }
 
     public static func == (lhs: EncryptionKey, rhs: EncryptionKey) -> Bool {
