@@ -196,3 +196,42 @@ extension EncryptionTests {
         try store.close()
     }
 }
+
+extension EncryptionTests {
+    /// A read-only handle follows an encrypted writer with `refresh()` (across its rotations and a
+    /// compaction), and `inspect` (`cask dump`) shows the records decrypted.
+    func testRefreshAndInspectWithTheKey() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let writer = try CaskStore.open(at: directory.path, options: Self.options(maxSegmentSize: 4096))
+        try writer.put("first", [1])
+        var readOnly = Self.options()
+        readOnly.readOnly = true
+        let reader = try CaskStore.open(at: directory.path, options: readOnly)
+        XCTAssertEqual(try reader.get("first"), [1])
+        var model: [String: [UInt8]] = ["first": [1]]
+        for n in 0..<200 {
+            let value = Array("value \(n)".utf8)
+            try writer.put("k/\(n % 50)", value)
+            model["k/\(n % 50)"] = value
+        }
+        _ = try reader.refresh()
+        try assertReads(reader, model)
+        _ = try writer.compact()
+        try writer.put("after", [2])
+        model["after"] = [2]
+        _ = try reader.refresh()
+        try assertReads(reader, model)
+        try reader.close()
+        try writer.close()
+
+        var keys: [String] = []
+        try CaskStore.inspect(at: directory.path, encryption: .key(Self.key)) { item in
+            if case .record(let record) = item, record.type == .put { keys.append(String(decoding: record.key, as: UTF8.self)) }
+        }
+        XCTAssertEqual(Set(keys), Set(model.keys))
+        XCTAssertThrowsError(try CaskStore.inspect(at: directory.path) { _ in }) { error in
+            XCTAssertEqual(error as? CaskError, .encryptionKeyRequired(path: directory.path))
+        }
+    }
+}
