@@ -246,6 +246,35 @@ struct Target: Sendable {
                               kind: .atLeast(0.8),
                               value: withDictionary.flatMap { w in without.map { w.opsPerSecond / $0.opsPerSecond } },
                               detail: "encode + put, medians of the runs", unit: "×"))
+
+        // Issue 26: encryption at rest, the `cask-encrypted` engine beside `cask` in the same runs.
+        func encrypted(_ workload: String, _ mode: String, name: String) {
+            let plain = results.summary("cask", workload, mode), sealed = results.summary("cask-encrypted", workload, mode)
+            var value: Double?, detail = ""
+            if let plain, let sealed {
+                // Run by run (the two engines run one after the other in each run), then the median.
+                let ratios = zip(sealed.runs, plain.runs).map { $0.opsPerSecond / $1.opsPerSecond }.sorted()
+                value = ratios.isEmpty ? nil : ratios[ratios.count / 2]
+                detail = "median of the runs' ratios (" + ratios.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+                    + "); medians \(Format.rate(sealed.opsPerSecond)) ÷ \(Format.rate(plain.opsPerSecond)) ops/s"
+            }
+            targets.append(Target(workload: workload, mode: mode, metric: "encrypted_vs_plain", name: name, kind: .atLeast(0.7), value: value,
+                                  detail: detail, unit: "×", cask: sealed?.opsPerSecond, peer: plain == nil ? nil : "cask", peerValue: plain?.opsPerSecond))
+        }
+        encrypted("fillrandom", "nosync", name: "fillrandom encrypted ÷ unencrypted")
+        encrypted("readrandom", "read", name: "readrandom encrypted ÷ unencrypted")
+        let sealedFill = results.summary("cask-encrypted", "fillrandom", "nosync")
+        targets.append(Target(workload: "fillrandom", mode: "nosync", metric: "encrypted_bytes_per_record", name: "bytes on disk per record, encrypted − unencrypted",
+                              kind: .atMost(16),
+                              value: sealedFill.flatMap { e in fill.map { Double(e.median.diskBytes - $0.median.diskBytes) / Double(num) } },
+                              detail: sealedFill.flatMap { e in fill.map { "(\(Format.bytes(e.median.diskBytes)) − \(Format.bytes($0.median.diskBytes))) ÷ \(Format.grouped(Double(num))) records, after fillrandom" } } ?? "",
+                              unit: "B/record"))
+        let sealedOpen = results.summary("cask-encrypted", "open", "read")
+        var sealedOpenTarget = Target(workload: "open", mode: "read", metric: "encrypted_seconds", name: "open of 1M keys with hints, encrypted", kind: .atMost(0.5),
+                                      value: sealedOpen?.median(of: "seconds"),
+                                      detail: "median seconds to open the encrypted fillrandom store (\(Format.grouped(Double(num))) keys)", unit: "s")
+        if num != fullSize { sealedOpenTarget.caveat = "the target is for 1,000,000 keys; this run has \(Format.grouped(Double(num)))" }
+        targets.append(sealedOpenTarget)
         return targets
     }
 }
