@@ -309,39 +309,6 @@ package struct SegmentReader: ~Copyable {
         }
     }
 
-    /// The damage of a batch that is not whole (``BatchAssembler/Commit/incomplete(found:expected:)``):
-    /// its members found and its commit record at `commitAt`, as runs of adjacent records.
-    /// `count`: the commit value's count when it was read (`.some(nil)`: it did not parse), nil when
-    /// the commit comes from a hint entry, which holds no value.
-    package static func incompleteBatch(
-        found: [BatchAssembler.Member], expected: UInt64, commitSeq: UInt64, commitAt location: RecordLocation, count: UInt64??,
-        in segmentPath: String
-    ) -> [DamagedRange] {
-        let commit = BatchAssembler.Member(key: [], type: .batch, seq: commitSeq, valueLength: 0, expiresAt: nil, location: location)
-        let stated = count.map { " and a count of \($0.map(String.init) ?? "?")" } ?? ""
-        return runs(of: found + [commit], in: segmentPath, reason: "of a batch of \(expected) whose commit record has \(found.count) of its members\(stated) (none applied)")
-    }
-
-    /// One damage range per run of adjacent records among `members` (in file order).
-    private static func runs(of members: [BatchAssembler.Member], in segmentPath: String, reason: String) -> [DamagedRange] {
-        var ranges: [(start: Int64, end: Int64, records: Int)] = []
-        for member in members.sorted(by: { $0.location.offset < $1.location.offset }) {
-            let start = Int64(member.location.offset), end = start + Int64(member.location.length)
-            if let last = ranges.last, last.end == start {
-                ranges[ranges.count - 1].end = end
-                ranges[ranges.count - 1].records += 1
-            } else {
-                ranges.append((start, end, 1))
-            }
-        }
-        return ranges.map { range in
-            DamagedRange(
-                kind: .uncommittedBatch, file: segmentPath, segmentID: members.first.map { UInt64($0.location.segmentID) },
-                offset: range.start, length: range.end - range.start,
-                reason: "\(range.records) record\(range.records == 1 ? "" : "s") \(reason)")
-        }
-    }
-
     /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
     /// reserved ahead of its writes (FORMAT.md, "Reserved space"): at most
     /// ``StoreWriter/maxReservedSpace`` bytes, all zero (up to where the file ends, if it shrank
@@ -452,48 +419,6 @@ package struct SegmentReader: ~Copyable {
         }
         let start = Int(offset - windowStart)
         return window.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<(start + available)]) }
-    }
-}
-
-extension SegmentReader {
-    /// Opens segment `id` of `directory` read-only and reads it whole: `onOpen` gets the file's
-    /// length and its header (nil when invalid) first, then `onRecord` each valid record and
-    /// `onDamage` each damaged range, in file order as far as they can be known as they come (see
-    /// ``readRecords(from:settled:batch:onRecord:onDamage:onBatch:)``) — a tail that the segment's
-    /// hint file shows was lost last. Returns nil, having called nothing, when the file no longer
-    /// exists (a compaction removed it after the directory was listed). For the readers that change
-    /// nothing: `verify`, `inspect`, repair.
-    package static func read(
-        segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, encryption: StoreEncryption?, fileSystem: any FileSystem,
-        onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
-        onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
-        onDamage: (DamagedRange) -> Void = { _ in }
-    ) throws(CaskError) -> Outcome? {
-        let path = directory.segmentPath(id)
-        let file: OpenFile
-        do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
-            if error == .noEntry { return nil }
-            throw CaskError.from(error, operation: "open", path: path, reading: true)
-        }
-        let length: Int64
-        do { length = try fileSystem.fileSize(file.descriptor) } catch {
-            throw CaskError.from(error, operation: "fstat", path: path, reading: true)
-        }
-        // `file` stays open to the end of this function, while `reader` reads its descriptor.
-        var reader = SegmentReader(
-            fd: file.descriptor, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld,
-            encryption: encryption, fileSystem: fileSystem)
-        let (header, _) = try reader.readHeader()
-        onOpen(length, header)
-        var batch = BatchAssembler()
-        var outcome = try reader.readRecords(from: reader.contentStart, batch: &batch, onRecord: onRecord, onDamage: onDamage)
-        if directory.hintedIDs.contains(id), let lost = lostTail(
-            segmentID: id, path: path, segmentLength: length, hintPath: directory.hintPath(id), sealing: reader.hintSealing, fileSystem: fileSystem
-        ) {
-            onDamage(lost)
-            outcome.damage.append(lost)
-        }
-        return outcome
     }
 }
 

@@ -1,0 +1,45 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SegmentReader {
+    /// Opens segment `id` of `directory` read-only and reads it whole: `onOpen` gets the file's
+    /// length and its header (nil when invalid) first, then `onRecord` each valid record and
+    /// `onDamage` each damaged range, in file order as far as they can be known as they come (see
+    /// ``readRecords(from:settled:batch:onRecord:onDamage:onBatch:)``) — a tail that the segment's
+    /// hint file shows was lost last. Returns nil, having called nothing, when the file no longer
+    /// exists (a compaction removed it after the directory was listed). For the readers that change
+    /// nothing: `verify`, `inspect`, repair.
+    package static func read(
+        segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, encryption: StoreEncryption?, fileSystem: any FileSystem,
+        onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
+        onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
+        onDamage: (DamagedRange) -> Void = { _ in }
+    ) throws(CaskError) -> Outcome? {
+        let path = directory.segmentPath(id)
+        let file: OpenFile
+        do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
+            if error == .noEntry { return nil }
+            throw CaskError.from(error, operation: "open", path: path, reading: true)
+        }
+        let length: Int64
+        do { length = try fileSystem.fileSize(file.descriptor) } catch {
+            throw CaskError.from(error, operation: "fstat", path: path, reading: true)
+        }
+        // `file` stays open to the end of this function, while `reader` reads its descriptor.
+        var reader = SegmentReader(
+            fd: file.descriptor, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld,
+            encryption: encryption, fileSystem: fileSystem)
+        let (header, _) = try reader.readHeader()
+        onOpen(length, header)
+        var batch = BatchAssembler()
+        var outcome = try reader.readRecords(from: reader.contentStart, batch: &batch, onRecord: onRecord, onDamage: onDamage)
+        if directory.hintedIDs.contains(id), let lost = lostTail(
+            segmentID: id, path: path, segmentLength: length, hintPath: directory.hintPath(id), sealing: reader.hintSealing, fileSystem: fileSystem
+        ) {
+            onDamage(lost)
+            outcome.damage.append(lost)
+        }
+        return outcome
+    }
+}
