@@ -8,18 +8,24 @@ enum StoreAccess {
     static let jsonFlag = CommandHelp.Option(name: "json", valueName: nil, help: "Print JSON instead of text (object keys sorted).")
 
     /// Read-only: no lock, nothing on disk changes; works while another process writes.
-    static func openForReading(_ directory: String) throws(ToolError) -> CaskStore {
+    /// `encryption`: the store's key (``KeyFile``), `.none` for a store that is not encrypted.
+    static func openForReading(_ directory: String, encryption: Encryption) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.readOnly = true
         options.createIfMissing = false
+        options.encryption = encryption
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 
-    /// Takes the store's lock; fails with the holder's pid while another process writes.
-    static func openForWriting(_ directory: String, createIfMissing: Bool, automaticCompaction: Bool = true) throws(ToolError) -> CaskStore {
+    /// Takes the store's lock; fails with the holder's pid while another process writes. A store
+    /// created here (`createIfMissing`) is encrypted when `encryption` holds a key.
+    static func openForWriting(
+        _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true
+    ) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
         options.automaticCompaction = automaticCompaction
+        options.encryption = encryption
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 
