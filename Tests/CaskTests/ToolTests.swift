@@ -102,12 +102,13 @@ final class ToolTests: XCTestCase {
         OVERVIEW: Operate and inspect a Cask store from the shell.
 
         A store is a directory of segment files. Commands that write (put, delete,
-        compact, recover, import, import-defaults) take the store's lock and fail while
-        another process has the store open for writing; commands that read (get, list,
-        stat, verify, dump, export, backup) take no lock and work alongside a writer.
+        compact, recover, import, import-defaults, rekey) take the store's lock and fail
+        while another process has the store open for writing; commands that read (get,
+        list, stat, verify, dump, export, backup) take no lock and work alongside a
+        writer.
 
         An encrypted store is opened with its key: every command that opens a store
-        takes --key-file <file>.
+        takes --key-file <file> ('cask keygen' writes a key file).
 
         USAGE: cask <subcommand>
 
@@ -130,6 +131,9 @@ final class ToolTests: XCTestCase {
           export                  Write keys, values and expiries as JSON Lines.
           import                  Put the entries of a 'cask export' file into a store.
           import-defaults         Import the entries of a property-list file.
+          keygen                  Write a new random encryption key to a new file.
+          rekey                   Encrypt a store, change its key or algorithm, or
+                                  decrypt it.
           help                    Show help for a subcommand.
 
           See 'cask help <subcommand>' for detailed help.

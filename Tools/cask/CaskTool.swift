@@ -7,13 +7,14 @@ enum CaskTool {
             StatCommand.self, VerifyCommand.self, DumpCommand.self,
             CompactCommand.self, RecoverCommand.self, BackupCommand.self,
             ExportCommand.self, ImportCommand.self, ImportDefaultsCommand.self,
+            KeygenCommand.self, RekeyCommand.self,
         ]
     }
 
     static let abstract = "Operate and inspect a Cask store from the shell."
     static let discussion = [
-        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export, backup) take no lock and work alongside a writer.",
-        "An encrypted store is opened with its key: every command that opens a store takes --key-file <file>.",
+        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults, rekey) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export, backup) take no lock and work alongside a writer.",
+        "An encrypted store is opened with its key: every command that opens a store takes --key-file <file> ('cask keygen' writes a key file).",
     ]
     static let usage = "cask <subcommand>"
 
