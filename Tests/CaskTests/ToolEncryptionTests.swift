@@ -235,7 +235,8 @@ final class ToolEncryptionTests: XCTestCase {
         the .cask-rekey- name (readable with the old key): delete it. The parent
         directory must be writable and on the same file system. Takes the store's lock,
         so it refuses (exit 1) while another process has the store open for writing; a
-        reader that has it open goes on reading the old store until it closes it. Shows
+        reader that has it open goes on reading the old store until it closes it. A
+        store with damage is not rekeyed (exit 65): 'cask recover' it first. Shows
         progress on standard error.
 
         USAGE: cask rekey <dir> [--key-file <file>] [--new-key-file <file>]
@@ -634,7 +635,7 @@ final class ToolEncryptionTests: XCTestCase {
              "the store is already encrypted with XChaCha20-Poly1305 under the key --new-key-file holds, so nothing would change\n" + usage),
             ([dir, "--key-file", keys.keyFile, "--new-key-file", ""], 64, "--new-key-file must name a file\n" + usage),
             // Keys that do not fit the store.
-            ([dir, "--new-key-file", keys.otherFile], 1, "\(resolved(dir)) is encrypted; give the store's key with --key-file <file>\n"),
+            ([dir, "--new-key-file", keys.otherFile], 1, "\(dir) is encrypted; give the store's key with --key-file <file>\n"),
             ([dir, "--key-file", keys.otherFile, "--new-key-file", keys.keyFile], 1,
              "the key given is not the key store \(dir) was encrypted with (the key check in its ENCRYPTION file fails); nothing was read or written\n"),
             ([dir, "--key-file", keys.keyFile, "--new-key-file", keys.root.appending("missing")], 1,
@@ -688,6 +689,57 @@ final class ToolEncryptionTests: XCTestCase {
         XCTAssertEqual(lines.count, 3, text.out)
         XCTAssertTrue(lines.last?.hasPrefix("Left behind: \(resolved(dir)).cask-rekey-") == true, text.out)
         XCTAssertTrue(lines.last?.hasSuffix(", the old store's directory: it holds files that are not Cask's (they were in \(dir)); move what you need out of it, then delete it.") == true, text.out)
+    }
+
+    /// A store whose open skips damage is not rekeyed (the copy would hold an older value of a key
+    /// whose newest record is damaged, and the damaged bytes would go); damage the open cannot see
+    /// (behind a valid hint file) stops the copy. Either way: exit 65, nothing changed, nothing left.
+    func testRekeyRefusesADamagedStore() throws {
+        let keys = try Keys()
+        let parent = TemporaryDirectory("cask-tool-rekey")
+        defer { parent.remove(); keys.root.remove() }
+        let dir = parent.appending("store")
+        let model = try makeStore(dir, key: nil)
+        let dump = try cask(["dump", dir, "--json"])
+        let records = try dump.stdout.split(separator: UInt8(ascii: "\n")).compactMap { line -> [String: Any]? in
+            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
+            return object["kind"] as? String == "record" ? object : nil
+        }
+        // key/2's live value, behind the segment's valid hint file: the open does not read it.
+        let live = try XCTUnwrap(records.last { $0["key"] as? String == "key/2" })
+        let id = UInt64(try XCTUnwrap(live["segment"] as? Int))
+        let segment = dir + "/" + SegmentName.segment(id)
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: segment)))
+        let offset = try XCTUnwrap(live["offset"] as? Int), length = try XCTUnwrap(live["bytes"] as? Int)
+        bytes[offset + length - 2] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+        var before = try files(dir)
+        var run = try cask(["rekey", dir, "--new-key-file", keys.keyFile])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertTrue(errors(run).hasPrefix("Error: corrupt record in \(resolved(dir))/\(SegmentName.segment(id)) at offset \(offset): "), run.err)
+        XCTAssertEqual(run.out, "")
+        XCTAssertTrue(try files(dir) == before, "the store changed")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+
+        // Without the hint file the open finds the damage and skips it: refused before the copy.
+        try FileManager.default.removeItem(atPath: dir + "/" + SegmentName.hint(id))
+        before = try files(dir)
+        run = try cask(["rekey", dir, "--new-key-file", keys.keyFile])
+        XCTAssertEqual(run.status, 65, run.err)
+        XCTAssertEqual(run.err, "Error: opening \(dir) skipped 1 damaged range: a rekey would copy an older value of a key whose newest record is damaged, and delete the damaged bytes; run 'cask recover \(dir)' first (nothing was changed)\n")
+        XCTAssertTrue(try files(dir) == before, "the store changed")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+
+        // Recovered, it is rekeyed: key/2's damaged value is lost, and (as recover reports) its
+        // first value shows again; that is what the rekeyed store holds.
+        XCTAssertEqual(try cask(["recover", dir, "--backup", parent.appending("backup")]).status, 0)
+        let recovered = try contents(of: dir, key: nil)
+        var expected = model
+        expected[Array("key/2".utf8)] = .init(key: Array("key/2".utf8), value: Array("first 2".utf8))
+        XCTAssertEqual(recovered, expected)
+        run = try cask(["rekey", dir, "--new-key-file", keys.keyFile])
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(try contents(of: dir, key: keys.key), recovered)
     }
 
     // MARK: stat, backup, recover

@@ -19,10 +19,10 @@ enum KeyFile {
         name: "key-file", valueName: "file",
         help: "The key of an encrypted store: a file of 64 hex digits (as 'cask keygen' writes) or 32 bytes. Needed for an encrypted store, refused for one that is not; a store this command creates is encrypted with it.")
 
-    /// The encryption the option `name` asks for: `.key` of the key its file holds, `.none` when the
-    /// option is not given.
-    static func encryption(_ arguments: ParsedArguments, option name: String = "key-file") throws(ToolError) -> Encryption {
-        guard let path = try path(arguments, option: name) else { return .none }
+    /// The encryption `--key-file` asks for: `.key` of the key its file holds, `.none` when it is
+    /// not given.
+    static func encryption(_ arguments: ParsedArguments) throws(ToolError) -> Encryption {
+        guard let path = try path(arguments, option: option.name) else { return .none }
         return .key(try key(at: path))
     }
 

@@ -8,7 +8,7 @@ struct RekeyCommand: Subcommand {
         discussion: [
             "--new-key-file encrypts a store that is not encrypted, or, with --key-file, changes the key of one that is; --algorithm chooses the algorithm (to change only the algorithm, give the same file to --key-file and --new-key-file). Without --algorithm an encrypted store keeps its algorithm, and a store being encrypted gets AES-256-GCM where the CPU runs it (AES-NI), XChaCha20-Poly1305 elsewhere. --decrypt, with --key-file, stores the records unencrypted. A rekey that would change nothing (the same key, the same algorithm) is refused.",
             "Copies every key, with its value and expiry, into a new store beside the old one (<dir>.cask-rekey-<pid>-<n>), checks it, then swaps the two directories in one step and deletes the old store's files. Overwritten and deleted values are not copied, so nothing sealed with the old key stays in <dir>; a backup made before still opens with the old key. The new store has new sequence numbers and segment ids. Prints the keys copied, the segment bytes before and after, and the algorithm.",
-            "A crash before the swap leaves the store as it was, and the new directory beside it; after the swap, the store is the new one, and the old one may be left under the .cask-rekey- name (readable with the old key): delete it. The parent directory must be writable and on the same file system. Takes the store's lock, so it refuses (exit 1) while another process has the store open for writing; a reader that has it open goes on reading the old store until it closes it. Shows progress on standard error.",
+            "A crash before the swap leaves the store as it was, and the new directory beside it; after the swap, the store is the new one, and the old one may be left under the .cask-rekey- name (readable with the old key): delete it. The parent directory must be writable and on the same file system. Takes the store's lock, so it refuses (exit 1) while another process has the store open for writing; a reader that has it open goes on reading the old store until it closes it. A store with damage is not rekeyed (exit 65): 'cask recover' it first. Shows progress on standard error.",
         ],
         arguments: [StoreAccess.directoryArgument],
         options: [
@@ -77,13 +77,17 @@ struct RekeyCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        // Checked first, so that a key that does not open the store (or one given for a store that
-        // is not encrypted) fails here; and an encrypted store keeps its algorithm unless asked.
-        var before: EncryptionAlgorithm?
-        if let oldKey {
-            let store = try StoreAccess.openForReading(directory, encryption: .key(oldKey))
-            before = store.encryptionAlgorithm
-            try StoreAccess.close(store)
+        // Opened first, read-only: a key that does not open the store (or one given for a store
+        // that is not encrypted) fails here; an encrypted store keeps its algorithm unless asked;
+        // and a store whose open skips damage is not rekeyed, since the copy would hold an older
+        // value of a key whose newest record is damaged, and the damaged bytes would be deleted.
+        let store = try StoreAccess.openForReading(directory, encryption: oldKey.map { .key($0) } ?? .none)
+        let before = store.encryptionAlgorithm
+        let damaged = StoreAccess.skippedDamage(store)
+        try StoreAccess.close(store)
+        if damaged > 0 {
+            let recover = "cask recover \(directory)" + (oldKey == nil ? "" : " --key-file <file>")
+            throw .data("opening \(directory) skipped \(StoreAccess.ranges(damaged)): a rekey would copy an older value of a key whose newest record is damaged, and delete the damaged bytes; run '\(recover)' first (nothing was changed)")
         }
         let after = newKey == nil ? nil : algorithm ?? before ?? .preferred
         if let after, !after.isAvailable {

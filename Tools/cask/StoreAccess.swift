@@ -36,11 +36,20 @@ enum StoreAccess {
     /// `get` keeps its own key's exit status. A damaged compaction manifest is not counted: the open
     /// then reads the compaction's inputs and outputs alike, and they hold the same live records.
     static func warnOfSkippedDamage(_ store: CaskStore, in directory: String, output: Output) -> Bool {
-        let skipped = store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail && $0.kind != .compactionManifest }
-        guard !skipped.isEmpty else { return false }
-        let ranges = skipped.count == 1 ? "1 damaged range" : "\(skipped.count) damaged ranges"
-        output.error("warning: opening \(directory) skipped \(ranges): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")
+        let skipped = skippedDamage(store)
+        guard skipped > 0 else { return false }
+        output.error("warning: opening \(directory) skipped \(ranges(skipped)): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")
         return true
+    }
+
+    /// The damaged ranges the open of `store` skipped, as ``warnOfSkippedDamage(_:in:output:)`` counts them.
+    static func skippedDamage(_ store: CaskStore) -> Int {
+        store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail && $0.kind != .compactionManifest }.count
+    }
+
+    /// `1 damaged range`, `3 damaged ranges`.
+    static func ranges(_ count: Int) -> String {
+        count == 1 ? "1 damaged range" : "\(count) damaged ranges"
     }
 
     /// Closes `store` (flushing and syncing a writable one), reporting a failure to do so.
