@@ -73,6 +73,7 @@ final class ToolExportTests: XCTestCase {
         shows as a torn tail).
 
         USAGE: cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json]
+                         [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -86,6 +87,9 @@ final class ToolExportTests: XCTestCase {
           --segment <id>          Only the segment with this id (1 for 0000000001.cask).
           --json                  Print JSON Lines instead of text: one object per line,
                                   object keys sorted.
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not.
           -h, --help              Show help information.
 
         """#
@@ -112,6 +116,7 @@ final class ToolExportTests: XCTestCase {
         Shows progress on standard error (a bar on a terminal, plain lines otherwise).
 
         USAGE: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]
+                           [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -122,6 +127,9 @@ final class ToolExportTests: XCTestCase {
                                   prints: \xHH for a byte, \\ for a backslash.
           --output <file>         Write to this file (mode 0600) instead of standard
                                   output.
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not.
           -h, --help              Show help information.
 
         """#
@@ -140,16 +148,17 @@ final class ToolExportTests: XCTestCase {
         only at the start of the input. A malformed line is reported with its line
         number (and the column, where there is one) and the command exits 65, having
         imported nothing (and created no store). Then it creates the store if <dir> does
-        not exist and takes its lock, so it fails (exit 1) while another process has the
-        store open for writing. Entries are written in atomic batches: after a crash,
-        each batch is in the store in full or not at all. Everything is on disk
-        (fdatasync) when the command exits 0.
+        not exist (encrypted, when --key-file is given) and takes its lock, so it fails
+        (exit 1) while another process has the store open for writing. Entries are
+        written in atomic batches: after a crash, each batch is in the store in full or
+        not at all. Everything is on disk (fdatasync) when the command exits 0.
 
         Standard input that is not a regular file (a pipe) is copied to an unlinked
         temporary file while it is checked, so that it can be read twice. Shows progress
         on standard error (a bar on a terminal, plain lines otherwise).
 
         USAGE: cask import <dir> [--input <file>] [--batch-size <n>] [--json]
+                           [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -159,6 +168,10 @@ final class ToolExportTests: XCTestCase {
           --batch-size <n>        Entries per atomic batch, 1 to 100000 (default 1000);
                                   a batch closes early at 16 MiB of keys and values.
           --json                  Print JSON instead of text (object keys sorted).
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not; a store
+                                  this command creates is encrypted with it.
           -h, --help              Show help information.
 
         """#
@@ -187,13 +200,13 @@ final class ToolExportTests: XCTestCase {
     func testUsageErrorsExit64() throws {
         let dir = try makeMixedStore()
         let cases: [([String], String)] = [
-            (["dump"], "Error: missing argument <dir>\nUsage: cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json]\n"),
+            (["dump"], "Error: missing argument <dir>\nUsage: cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json] [--key-file <file>]\n"),
             (["dump", dir.path, "--segment", "0"], "Error: --segment must be a segment id from 1 to 4294967294, not '0'\n"),
             (["dump", dir.path, "--segment", "x1"], "Error: --segment must be a segment id from 1 to 4294967294, not 'x1'\n"),
             (["dump", dir.path, "--prefix", #"\x"#, "--escaped"], "Error: --prefix has an invalid escape at byte 0"),
-            (["export", dir.path, "--output"], "Error: missing value for option '--output <file>'\nUsage: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]\n"),
+            (["export", dir.path, "--output"], "Error: missing value for option '--output <file>'\nUsage: cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>] [--key-file <file>]\n"),
             (["export", dir.path, "--json"], "Error: unknown option '--json'\n"),
-            (["import", dir.path, "--batch-size", "0"], "Error: --batch-size must be a whole number from 1 to 100000, not '0'\nUsage: cask import <dir> [--input <file>] [--batch-size <n>] [--json]\n"),
+            (["import", dir.path, "--batch-size", "0"], "Error: --batch-size must be a whole number from 1 to 100000, not '0'\nUsage: cask import <dir> [--input <file>] [--batch-size <n>] [--json] [--key-file <file>]\n"),
             (["import", dir.path, "--batch-size", "100001"], "Error: --batch-size must be a whole number from 1 to 100000, not '100001'\n"),
             (["import", dir.path, "extra"], "Error: unexpected argument 'extra'\n"),
         ]

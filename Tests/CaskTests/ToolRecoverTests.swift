@@ -123,6 +123,7 @@ final class ToolRecoverTests: XCTestCase {
         plan is printed and nothing changes). Shows progress on standard error.
 
         USAGE: cask recover <dir> [--dry-run] [--backup <dir>] [--json]
+                            [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -134,6 +135,9 @@ final class ToolRecoverTests: XCTestCase {
                                   must be empty) instead of the default next to the
                                   store.
           --json                  Print JSON instead of text (object keys sorted).
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not.
           -h, --help              Show help information.
 
         """
@@ -175,11 +179,13 @@ final class ToolRecoverTests: XCTestCase {
         the command then exits 65, having imported the others.
 
         <plist> may be a pipe or a FIFO, read to its end; at most 256 MiB are read.
-        Creates the store if <dir> does not exist and there is something to import, and
-        takes its lock, so it fails (exit 1) while another process has the store open
-        for writing. Everything is on disk (fdatasync) when the command exits.
+        Creates the store if <dir> does not exist and there is something to import
+        (encrypted, when --key-file is given), and takes its lock, so it fails (exit 1)
+        while another process has the store open for writing. Everything is on disk
+        (fdatasync) when the command exits.
 
         USAGE: cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]
+                                    [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -191,6 +197,10 @@ final class ToolRecoverTests: XCTestCase {
           --coder <c>             The object coder <c> for the values: binary (the
                                   default, as the store's), json or plist.
           --json                  Print JSON instead of text (object keys sorted).
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not; a store
+                                  this command creates is encrypted with it.
           -h, --help              Show help information.
 
         """

@@ -102,9 +102,13 @@ final class ToolTests: XCTestCase {
         OVERVIEW: Operate and inspect a Cask store from the shell.
 
         A store is a directory of segment files. Commands that write (put, delete,
-        compact, recover, import, import-defaults) take the store's lock and fail while
-        another process has the store open for writing; commands that read (get, list,
-        stat, verify, dump, export, backup) take no lock and work alongside a writer.
+        compact, recover, import, import-defaults, rekey) take the store's lock and fail
+        while another process has the store open for writing; commands that read (get,
+        list, stat, verify, dump, export, backup) take no lock and work alongside a
+        writer.
+
+        An encrypted store is opened with its key: every command that opens a store
+        takes --key-file <file> ('cask keygen' writes a key file).
 
         USAGE: cask <subcommand>
 
@@ -127,6 +131,9 @@ final class ToolTests: XCTestCase {
           export                  Write keys, values and expiries as JSON Lines.
           import                  Put the entries of a 'cask export' file into a store.
           import-defaults         Import the entries of a property-list file.
+          keygen                  Write a new random encryption key to a new file.
+          rekey                   Encrypt a store, change its key or algorithm, or
+                                  decrypt it.
           help                    Show help for a subcommand.
 
           See 'cask help <subcommand>' for detailed help.
@@ -134,7 +141,10 @@ final class ToolTests: XCTestCase {
         EXIT STATUS:
           0                       Success.
           1                       Failure: a missing key, a store locked by another
-                                  writer, an I/O error.
+                                  writer, an I/O error, or an encryption key the command
+                                  cannot use (a key file missing, a link or holding no
+                                  key; no --key-file for an encrypted store, or one for
+                                  a store that is not; the wrong key).
           64                      Usage error: the command line is wrong.
           65                      Data error: the store holds damaged data ('verify'
                                   found damage, a read hit a damaged record, 'recover
@@ -153,7 +163,7 @@ final class ToolTests: XCTestCase {
         Opens the store read-only and takes no lock, so it works while another process
         writes.
 
-        USAGE: cask get <dir> <key> [--escaped]
+        USAGE: cask get <dir> <key> [--escaped] [--key-file <file>]
 
         ARGUMENTS:
           <dir>                   The store directory.
@@ -164,6 +174,9 @@ final class ToolTests: XCTestCase {
         OPTIONS:
           --escaped               Read keys and prefixes with the escapes 'cask list'
                                   prints: \xHH for a byte, \\ for a backslash.
+          --key-file <file>       The key of an encrypted store: a file of 64 hex digits
+                                  (as 'cask keygen' writes) or 32 bytes. Needed for an
+                                  encrypted store, refused for one that is not.
           -h, --help              Show help information.
 
         """#
@@ -199,10 +212,10 @@ final class ToolTests: XCTestCase {
         let cases: [([String], String, String)] = [
             (["frobnicate"], "Error: unknown subcommand 'frobnicate'\n", "Usage: cask <subcommand>\n"),
             (["--verbose"], "Error: unknown option '--verbose'\n", "Usage: cask <subcommand>\n"),
-            (["get"], "Error: missing argument <dir>\n", "Usage: cask get <dir> <key> [--escaped]\n"),
-            (["get", dir.path], "Error: missing argument <key>\n", "Usage: cask get <dir> <key> [--escaped]\n"),
-            (["get", dir.path, "a", "b"], "Error: unexpected argument 'b'\n", "Usage: cask get <dir> <key> [--escaped]\n"),
-            (["list", dir.path, "--colour"], "Error: unknown option '--colour'\n", "Usage: cask list <dir> [--prefix <prefix>] [--escaped] [--json]\n"),
+            (["get"], "Error: missing argument <dir>\n", "Usage: cask get <dir> <key> [--escaped] [--key-file <file>]\n"),
+            (["get", dir.path], "Error: missing argument <key>\n", "Usage: cask get <dir> <key> [--escaped] [--key-file <file>]\n"),
+            (["get", dir.path, "a", "b"], "Error: unexpected argument 'b'\n", "Usage: cask get <dir> <key> [--escaped] [--key-file <file>]\n"),
+            (["list", dir.path, "--colour"], "Error: unknown option '--colour'\n", "Usage: cask list <dir> [--prefix <prefix>] [--escaped] [--json] [--key-file <file>]\n"),
             (["list", dir.path, "--prefix"], "Error: missing value for option '--prefix <prefix>'\n", "Usage: cask list"),
             (["list", dir.path, "--json=yes"], "Error: flag '--json' takes no value\n", "Usage: cask list"),
             (["get", dir.path, #"\q"#, "--escaped"], #"Error: <key> has an invalid escape at byte 0"#, "Usage: cask get"),

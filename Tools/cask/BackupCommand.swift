@@ -1,6 +1,6 @@
 import Cask
 
-/// `cask backup <dir> <dest> [--copy] [--verify] [--json]`
+/// `cask backup <dir> <dest> [--copy] [--verify] [--json] [--key-file <file>]`
 struct BackupCommand: Subcommand {
     static let help = CommandHelp(
         name: "backup",
@@ -18,6 +18,7 @@ struct BackupCommand: Subcommand {
             CommandHelp.Option(name: "copy", valueName: nil, help: "Copy every file, even on the store's file system (a backup that shares no block with the store)."),
             CommandHelp.Option(name: "verify", valueName: nil, help: "Then read every record of the backup back, check its hint files, and open it, as 'cask verify' does."),
             StoreAccess.jsonFlag,
+            KeyFile.option,
         ])
 
     let directory: String
@@ -25,6 +26,7 @@ struct BackupCommand: Subcommand {
     let copy: Bool
     let verify: Bool
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -32,6 +34,7 @@ struct BackupCommand: Subcommand {
         copy = arguments.flag("copy")
         verify = arguments.flag("verify")
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     struct Report: Encodable {
@@ -50,7 +53,7 @@ struct BackupCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForReading(directory)
+        let store = try StoreAccess.openForReading(directory, encryption: encryption)
         let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         let progress = ProgressReporter(label: "backing up", output: output)
         let backup = try CaskError.wrap { () throws(CaskError) in

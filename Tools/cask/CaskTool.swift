@@ -7,12 +7,14 @@ enum CaskTool {
             StatCommand.self, VerifyCommand.self, DumpCommand.self,
             CompactCommand.self, RecoverCommand.self, BackupCommand.self,
             ExportCommand.self, ImportCommand.self, ImportDefaultsCommand.self,
+            KeygenCommand.self, RekeyCommand.self,
         ]
     }
 
     static let abstract = "Operate and inspect a Cask store from the shell."
     static let discussion = [
-        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export, backup) take no lock and work alongside a writer.",
+        "A store is a directory of segment files. Commands that write (put, delete, compact, recover, import, import-defaults, rekey) take the store's lock and fail while another process has the store open for writing; commands that read (get, list, stat, verify, dump, export, backup) take no lock and work alongside a writer.",
+        "An encrypted store is opened with its key: every command that opens a store takes --key-file <file> ('cask keygen' writes a key file).",
     ]
     static let usage = "cask <subcommand>"
 
@@ -26,7 +28,7 @@ enum CaskTool {
         text += "\n  See 'cask help <subcommand>' for detailed help.\n\n"
         text += "EXIT STATUS:\n"
         text += HelpFormatter.entry("0", "Success.")
-        text += HelpFormatter.entry("1", "Failure: a missing key, a store locked by another writer, an I/O error.")
+        text += HelpFormatter.entry("1", "Failure: a missing key, a store locked by another writer, an I/O error, or an encryption key the command cannot use (a key file missing, a link or holding no key; no --key-file for an encrypted store, or one for a store that is not; the wrong key).")
         text += HelpFormatter.entry("64", "Usage error: the command line is wrong.")
         text += HelpFormatter.entry("65", "Data error: the store holds damaged data ('verify' found damage, a read hit a damaged record, 'recover --dry-run' found something to repair), or the input is malformed ('import', 'import-defaults').")
         return text

@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask compact <dir> [--json]`
+/// `cask compact <dir> [--json] [--key-file <file>]`
 struct CompactCommand: Subcommand {
     static let help = CommandHelp(
         name: "compact",
@@ -11,14 +11,16 @@ struct CompactCommand: Subcommand {
             "Takes the store's lock, so it refuses (exit 1) while another process has the store open. Shows progress on standard error (a bar on a terminal, plain lines otherwise) and prints the sizes before and after.",
         ],
         arguments: [StoreAccess.directoryArgument],
-        options: [StoreAccess.jsonFlag])
+        options: [StoreAccess.jsonFlag, KeyFile.option])
 
     let directory: String
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     struct Report: Encodable {
@@ -39,7 +41,7 @@ struct CompactCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForWriting(directory, createIfMissing: false, automaticCompaction: false)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: false, automaticCompaction: false)
         // Damage the open found (its segments are never compacted), then what compacting finds.
         var damage = store.recoveryReport.damagedRanges
         let before = try DiskUsage.bytes(of: directory)

@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json]`
+/// `cask dump <dir> [--prefix <prefix>] [--escaped] [--segment <id>] [--json] [--key-file <file>]`
 struct DumpCommand: Subcommand {
     static let help = CommandHelp(
         name: "dump",
@@ -17,12 +17,14 @@ struct DumpCommand: Subcommand {
             KeyEscaping.escapedFlag,
             .init(name: "segment", valueName: "id", help: "Only the segment with this id (1 for 0000000001.cask)."),
             .init(name: "json", valueName: nil, help: "Print JSON Lines instead of text: one object per line, object keys sorted."),
+            KeyFile.option,
         ])
 
     let directory: String
     let prefix: [UInt8]?
     let segment: UInt64?
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -34,6 +36,7 @@ struct DumpCommand: Subcommand {
             return id
         }
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -41,7 +44,7 @@ struct DumpCommand: Subcommand {
         var failure: ToolError?
         var segments = 0, records = 0, damaged = 0
         try CaskError.wrap { () throws(CaskError) in
-            try CaskStore.inspect(at: directory, segment: segment) { item in
+            try CaskStore.inspect(at: directory, segment: segment, encryption: encryption) { item in
                 guard failure == nil else { return }
                 switch item {
                 case .segment: segments += 1

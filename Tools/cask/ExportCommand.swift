@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 #endif
 
-/// `cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>]`
+/// `cask export <dir> [--prefix <prefix>] [--escaped] [--output <file>] [--key-file <file>]`
 struct ExportCommand: Subcommand {
     static let help = CommandHelp(
         name: "export",
@@ -18,11 +18,13 @@ struct ExportCommand: Subcommand {
             .init(name: "prefix", valueName: "prefix", help: "Only keys that start with these bytes."),
             KeyEscaping.escapedFlag,
             .init(name: "output", valueName: "file", help: "Write to this file (mode 0600) instead of standard output."),
+            KeyFile.option,
         ])
 
     let directory: String
     let prefix: [UInt8]
     let outputPath: String?
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -34,6 +36,7 @@ struct ExportCommand: Subcommand {
             }
             return path
         }
+        encryption = try KeyFile.encryption(arguments)
     }
 
     /// Lines are gathered in a buffer of about this size, then written out at once.
@@ -43,7 +46,7 @@ struct ExportCommand: Subcommand {
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let sink = try outputPath.map { (path) throws(ToolError) in try OutputFile(path: path, storeDirectory: directory) }
-        let store = try StoreAccess.openForReading(directory)
+        let store = try StoreAccess.openForReading(directory, encryption: encryption)
         defer { try? store.close() }
         let range = KeyRange.prefix(prefix)
         let total = try CaskError.wrap { () throws(CaskError) in try store.count(in: range) }

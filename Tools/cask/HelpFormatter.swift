@@ -7,7 +7,7 @@ enum HelpFormatter {
 
     static func render(_ help: CommandHelp) -> String {
         var text = overview(help.abstract, help.discussion)
-        text += "USAGE: \(help.usage)\n\n"
+        text += usage(help) + "\n"
         if !help.arguments.isEmpty {
             text += "ARGUMENTS:\n"
             for argument in help.arguments { text += entry("<\(argument.name)>", argument.help) }
@@ -17,6 +17,22 @@ enum HelpFormatter {
         for option in help.options { text += entry(option.label, option.help) }
         text += entry("-h, --help", CommandHelp.helpOption.help)
         return text
+    }
+
+    /// `USAGE: cask <name> <arguments…> [options…]`, wrapped at ``width`` columns between arguments
+    /// and options, each further line indented under the first argument; ends with a newline.
+    static func usage(_ help: CommandHelp) -> String {
+        let head = "USAGE: cask \(help.name)"
+        let pad = String(repeating: " ", count: head.count + 1)
+        var lines: [String] = [head]
+        for item in help.arguments.map(\.label) + help.options.map({ "[\($0.label)]" }) {
+            if lines[lines.count - 1].count + 1 + item.count > width && lines[lines.count - 1] != pad {
+                lines.append(pad + item)
+            } else {
+                lines[lines.count - 1] += " " + item
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     static func overview(_ abstract: String, _ discussion: [String]) -> String {

@@ -1,14 +1,14 @@
 import Cask
 import Foundation
 
-/// `cask import <dir> [--input <file>] [--batch-size <n>] [--json]`
+/// `cask import <dir> [--input <file>] [--batch-size <n>] [--json] [--key-file <file>]`
 struct ImportCommand: Subcommand {
     static let help = CommandHelp(
         name: "import",
         abstract: "Put the entries of a 'cask export' file into a store.",
         discussion: [
             "Reads JSON Lines as 'cask export' writes them: one object per line with \"key\" or \"keyBase64\", \"value\" or \"valueBase64\", and optionally \"expiresAtMilliseconds\" (see 'cask help export'); blank lines are skipped. Each entry is put with its expiry, replacing the key's value; keys the input does not name are left alone. An entry whose expiry has passed is written too, and reads as absent.",
-            "Checks every line before writing anything, strictly: JSON as RFC 8259 defines it, no field twice, base64 in its one canonical padded form, a byte-order mark only at the start of the input. A malformed line is reported with its line number (and the column, where there is one) and the command exits 65, having imported nothing (and created no store). Then it creates the store if <dir> does not exist and takes its lock, so it fails (exit 1) while another process has the store open for writing. Entries are written in atomic batches: after a crash, each batch is in the store in full or not at all. Everything is on disk (fdatasync) when the command exits 0.",
+            "Checks every line before writing anything, strictly: JSON as RFC 8259 defines it, no field twice, base64 in its one canonical padded form, a byte-order mark only at the start of the input. A malformed line is reported with its line number (and the column, where there is one) and the command exits 65, having imported nothing (and created no store). Then it creates the store if <dir> does not exist (encrypted, when --key-file is given) and takes its lock, so it fails (exit 1) while another process has the store open for writing. Entries are written in atomic batches: after a crash, each batch is in the store in full or not at all. Everything is on disk (fdatasync) when the command exits 0.",
             "Standard input that is not a regular file (a pipe) is copied to an unlinked temporary file while it is checked, so that it can be read twice. Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
         ],
         arguments: [StoreAccess.directoryArgument],
@@ -17,6 +17,7 @@ struct ImportCommand: Subcommand {
             .init(name: "batch-size", valueName: "n",
                   help: "Entries per atomic batch, 1 to \(maxBatchSize) (default \(defaultBatchSize)); a batch closes early at \(batchByteLimit >> 20) MiB of keys and values."),
             StoreAccess.jsonFlag,
+            KeyFile.creatingOption,
         ])
 
     static let defaultBatchSize = 1000
@@ -28,6 +29,7 @@ struct ImportCommand: Subcommand {
     let inputPath: String?
     let batchSize: Int
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -47,6 +49,7 @@ struct ImportCommand: Subcommand {
         } else {
             batchSize = Self.defaultBatchSize
         }
+        encryption = try KeyFile.encryption(arguments)
     }
 
     /// What the first read found: the lines to import, their bytes, and the entries among them.
@@ -63,7 +66,7 @@ struct ImportCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let input = try ImportInput(path: inputPath)
         let checked = try check(input, output)
-        let store = try StoreAccess.openForWriting(directory, createIfMissing: true)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true)
         let batches: Int
         do throws(ToolError) { batches = try apply(input, checked, to: store, output) } catch {
             try? store.close()

@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 #endif
 
-/// `cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json]`
+/// `cask import-defaults <dir> <plist> [--prefix <p>] [--coder <c>] [--json] [--key-file <file>]`
 struct ImportDefaultsCommand: Subcommand {
     static let help = CommandHelp(
         name: "import-defaults",
@@ -14,7 +14,7 @@ struct ImportDefaultsCommand: Subcommand {
             "An entry with an array or dictionary whose values are not all of one kind (a string beside an integer, an integer beside a real) has no such Swift type: it is stored as a PropertyListValue, read with store.get(PropertyListValue.self, forKey: key), and listed in the output with the container that mixes kinds. A PropertyListValue keeps every kind exactly, a boolean never turning into a number.",
             "The reader is Cask's own and strict: a file that is not a well-formed XML or binary property list with a dictionary at the top exits 65 and imports nothing, the message naming the place (line and column, or object and byte) and the cause. That includes invalid base64 in <data>, a dictionary key given twice, a set or a keyed-archiver UID in a binary list, a reference cycle, and OpenStep (text) property lists, which are not read.",
             "Every entry is written in one atomic batch: after a crash, all of them are in the store or none. An entry that cannot be stored is skipped and reported with the reason (an integer outside Int's range, arrays and dictionaries nested more than \(PropertyListReader.maxNesting) deep, a key over 65535 bytes, a value over the store's limit, a real that JSON cannot hold, and with --coder plist a bare string, number, boolean or date, which PropertyListEncoder stores only inside an array or a dictionary); the command then exits 65, having imported the others.",
-            "<plist> may be a pipe or a FIFO, read to its end; at most \(maxFileSize >> 20) MiB are read. Creates the store if <dir> does not exist and there is something to import, and takes its lock, so it fails (exit 1) while another process has the store open for writing. Everything is on disk (fdatasync) when the command exits.",
+            "<plist> may be a pipe or a FIFO, read to its end; at most \(maxFileSize >> 20) MiB are read. Creates the store if <dir> does not exist and there is something to import (encrypted, when --key-file is given), and takes its lock, so it fails (exit 1) while another process has the store open for writing. Everything is on disk (fdatasync) when the command exits.",
         ],
         arguments: [
             StoreAccess.directoryArgument,
@@ -24,6 +24,7 @@ struct ImportDefaultsCommand: Subcommand {
             .init(name: "prefix", valueName: "p", help: "Put <p> before each entry's name to make its key (default: none)."),
             .init(name: "coder", valueName: "c", help: "The object coder <c> for the values: binary (the default, as the store's), json or plist."),
             StoreAccess.jsonFlag,
+            KeyFile.creatingOption,
         ])
 
     let directory: String
@@ -31,6 +32,7 @@ struct ImportDefaultsCommand: Subcommand {
     let prefix: String
     let coder: ObjectCoder
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -50,6 +52,7 @@ struct ImportDefaultsCommand: Subcommand {
         case "plist"?: coder = .propertyList
         case let other?: throw .usage("--coder must be binary, json or plist, not '\(KeyEscaping.escape(Array(other.utf8)))'")
         }
+        encryption = try KeyFile.encryption(arguments)
     }
 
     /// An entry of the report: a skipped one and why, or one stored as a PropertyListValue and why.
@@ -113,7 +116,7 @@ struct ImportDefaultsCommand: Subcommand {
             if let mixedKinds { mixed.append(.init(name: name, reason: mixedKinds.description)) }
         }
         if !batch.isEmpty {
-            let store = try StoreAccess.openForWriting(directory, createIfMissing: true)
+            let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true)
             do throws(CaskError) {
                 try store.write(batch)
             } catch {

@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask list <dir> [--prefix <prefix>]`
+/// `cask list <dir> [--prefix <prefix>] [--escaped] [--json] [--key-file <file>]`
 struct ListCommand: Subcommand {
     static let help = CommandHelp(
         name: "list",
@@ -15,16 +15,19 @@ struct ListCommand: Subcommand {
             .init(name: "prefix", valueName: "prefix", help: "Only keys that start with these bytes."),
             KeyEscaping.escapedFlag,
             StoreAccess.jsonFlag,
+            KeyFile.option,
         ])
 
     let directory: String
     let prefix: [UInt8]
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
         prefix = try arguments.option("prefix").map { (value) throws(ToolError) in try arguments.key(value, label: "--prefix") } ?? []
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     private struct JSONReport: Encodable {
@@ -38,7 +41,7 @@ struct ListCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForReading(directory)
+        let store = try StoreAccess.openForReading(directory, encryption: encryption)
         let damaged = StoreAccess.warnOfSkippedDamage(store, in: directory, output: output)
         do throws(ToolError) { try list(store, output) } catch {
             try? store.close()

@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask recover <dir> [--dry-run] [--backup <dir>] [--json]`
+/// `cask recover <dir> [--dry-run] [--backup <dir>] [--json] [--key-file <file>]`
 struct RecoverCommand: Subcommand {
     static let help = CommandHelp(
         name: "recover",
@@ -16,12 +16,14 @@ struct RecoverCommand: Subcommand {
             .init(name: "dry-run", valueName: nil, help: "Print what would be done, and change nothing (not even the lock file)."),
             .init(name: "backup", valueName: "dir", help: "Back up into this directory (created; if it exists it must be empty) instead of the default next to the store."),
             StoreAccess.jsonFlag,
+            KeyFile.option,
         ])
 
     let directory: String
     let dryRun: Bool
     let backup: String?
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
@@ -37,6 +39,7 @@ struct RecoverCommand: Subcommand {
         } else {
             backup = nil
         }
+        encryption = try KeyFile.encryption(arguments)
     }
 
     struct Report: Encodable {
@@ -83,7 +86,7 @@ struct RecoverCommand: Subcommand {
         var reporter: ProgressReporter?
         var phase: CaskStore.Progress.Phase?
         let repair = try CaskError.wrap { () throws(CaskError) in
-            try CaskStore.repair(at: directory, dryRun: dryRun, backupDirectory: backup) { progress in
+            try CaskStore.repair(at: directory, dryRun: dryRun, backupDirectory: backup, encryption: encryption) { progress in
                 if progress.phase != phase {
                     reporter?.finish()
                     phase = progress.phase
@@ -96,7 +99,7 @@ struct RecoverCommand: Subcommand {
         // Check the result the way a user would, with verify: a repair must leave a clean store.
         var verification: VerificationReport?
         if !dryRun && !repair.isClean {
-            verification = try CaskError.wrap { () throws(CaskError) in try CaskStore.verify(at: directory) }
+            verification = try CaskError.wrap { () throws(CaskError) in try CaskStore.verify(at: directory, encryption: encryption) }
         }
         if json {
             try output.json(Self.report(repair, verifiedClean: verification?.isClean))

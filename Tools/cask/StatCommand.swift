@@ -1,7 +1,7 @@
 import Cask
 import Foundation
 
-/// `cask stat <dir> [--json]`
+/// `cask stat <dir> [--json] [--key-file <file>]`
 struct StatCommand: Subcommand {
     static let help = CommandHelp(
         name: "stat",
@@ -10,17 +10,20 @@ struct StatCommand: Subcommand {
             "Live bytes are the records the index points at (what compaction keeps); dead bytes are overwritten and deleted records, tombstones and damage (what compaction reclaims); disk bytes are all files in the store directory, hint files included. Per segment: its size, its records (live and dead), live and dead bytes, value bytes, compression ratio, and its oldest and newest sequence numbers.",
             "Value bytes are the lengths of the values as written (uncompressed), of every record. The compression ratio is value bytes divided by record bytes on disk (segment bytes without the 40-byte segment header): keys and record headers count as stored bytes, so a ratio above 1 means compression saves more than they cost, and values that do not compress give a ratio under 1.",
             "DICT is the dictionary a segment's records are compressed against (docs/dictionaries.md), '-' for none; the dictionaries table (shown when a segment names one) sums the segments of each, and gives the size of its file.",
+            "Encryption is the algorithm an encrypted store's files are sealed with (AES-256-GCM or XChaCha20-Poly1305; \"encrypted\" and \"encryptionAlgorithm\", aes256gcm or xchacha20poly1305, in JSON), or none.",
             "Opens the store read-only and takes no lock, so it works while another process writes. Damage found while opening is counted (\"damagedRanges\"); 'cask verify' lists it.",
         ],
         arguments: [StoreAccess.directoryArgument],
-        options: [StoreAccess.jsonFlag])
+        options: [StoreAccess.jsonFlag, KeyFile.option])
 
     let directory: String
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     struct Report: Encodable {
@@ -57,6 +60,9 @@ struct StatCommand: Subcommand {
         }
 
         var directory: String
+        var encrypted: Bool
+        /// aes256gcm or xchacha20poly1305; absent for a store that is not encrypted.
+        var encryptionAlgorithm: String?
         var keys: Int
         var liveBytes: Int64
         var deadBytes: Int64
@@ -70,12 +76,15 @@ struct StatCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForReading(directory)
+        let store = try StoreAccess.openForReading(directory, encryption: encryption)
+        let algorithm = store.encryptionAlgorithm
         let statistics = try CaskError.wrap { () throws(CaskError) in try store.statistics() }
         let damaged = store.recoveryReport.damagedRanges.count + store.recoveryReport.truncations.count
         try StoreAccess.close(store)
         let report = Report(
             directory: directory,
+            encrypted: algorithm != nil,
+            encryptionAlgorithm: algorithm?.name,
             keys: statistics.keys,
             liveBytes: statistics.liveBytes,
             deadBytes: statistics.deadBytes,
@@ -119,7 +128,8 @@ struct StatCommand: Subcommand {
             ["compression ratio:", Self.format(report.compressionRatio)],
             ["segments:", "\(report.segments.count)"],
         ]
-        var result = "store: \(report.directory)\n" + summary.text
+        let encryption = report.encryptionAlgorithm.flatMap(EncryptionAlgorithm.init(name:))?.description ?? "none"
+        var result = "store: \(report.directory)\nencryption: \(encryption)\n" + summary.text
         guard !report.segments.isEmpty else { return result }
         var table = TextTable([
             .init(title: "ID", rightAligned: true), .init(title: "FILE", rightAligned: false),

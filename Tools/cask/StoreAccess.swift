@@ -8,18 +8,24 @@ enum StoreAccess {
     static let jsonFlag = CommandHelp.Option(name: "json", valueName: nil, help: "Print JSON instead of text (object keys sorted).")
 
     /// Read-only: no lock, nothing on disk changes; works while another process writes.
-    static func openForReading(_ directory: String) throws(ToolError) -> CaskStore {
+    /// `encryption`: the store's key (``KeyFile``), `.none` for a store that is not encrypted.
+    static func openForReading(_ directory: String, encryption: Encryption) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.readOnly = true
         options.createIfMissing = false
+        options.encryption = encryption
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 
-    /// Takes the store's lock; fails with the holder's pid while another process writes.
-    static func openForWriting(_ directory: String, createIfMissing: Bool, automaticCompaction: Bool = true) throws(ToolError) -> CaskStore {
+    /// Takes the store's lock; fails with the holder's pid while another process writes. A store
+    /// created here (`createIfMissing`) is encrypted when `encryption` holds a key.
+    static func openForWriting(
+        _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true
+    ) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
         options.automaticCompaction = automaticCompaction
+        options.encryption = encryption
         return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
     }
 
@@ -30,11 +36,20 @@ enum StoreAccess {
     /// `get` keeps its own key's exit status. A damaged compaction manifest is not counted: the open
     /// then reads the compaction's inputs and outputs alike, and they hold the same live records.
     static func warnOfSkippedDamage(_ store: CaskStore, in directory: String, output: Output) -> Bool {
-        let skipped = store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail && $0.kind != .compactionManifest }
-        guard !skipped.isEmpty else { return false }
-        let ranges = skipped.count == 1 ? "1 damaged range" : "\(skipped.count) damaged ranges"
-        output.error("warning: opening \(directory) skipped \(ranges): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")
+        let skipped = skippedDamage(store)
+        guard skipped > 0 else { return false }
+        output.error("warning: opening \(directory) skipped \(ranges(skipped)): records in them are missing here, and a key whose newest record is damaged shows an older value; 'cask verify \(directory)' lists them, 'cask recover \(directory)' repairs the store\n")
         return true
+    }
+
+    /// The damaged ranges the open of `store` skipped, as ``warnOfSkippedDamage(_:in:output:)`` counts them.
+    static func skippedDamage(_ store: CaskStore) -> Int {
+        store.recoveryReport.damagedRanges.filter { $0.kind != .tornTail && $0.kind != .compactionManifest }.count
+    }
+
+    /// `1 damaged range`, `3 damaged ranges`.
+    static func ranges(_ count: Int) -> String {
+        count == 1 ? "1 damaged range" : "\(count) damaged ranges"
     }
 
     /// Closes `store` (flushing and syncing a writable one), reporting a failure to do so.

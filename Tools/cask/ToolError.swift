@@ -8,7 +8,8 @@ enum ToolError: Error {
     case failure(String)
     /// Exit 65 with this message: the input given to the command is malformed (`import`).
     case data(String)
-    /// A store error: exit 65 when it is damage on disk or a format this Cask cannot read, 1 otherwise.
+    /// A store error: exit 65 when it is damage on disk or a format this Cask cannot read, 1 otherwise
+    /// (a key that cannot be used included: see ``KeyFile``).
     case store(CaskError)
 
     var message: String {
@@ -16,6 +17,9 @@ enum ToolError: Error {
         case .usage(let message), .failure(let message), .data(let message): message
         // The library's advice names an option; the tool's user has none to set.
         case .store(.directoryMissing(let path)): "store directory \(path) does not exist; check the path (commands that write, such as put, create it)"
+        case .store(.encryptionKeyRequired(let path)): "\(path) is encrypted; give the store's key with --key-file <file>"
+        case .store(.notEncrypted(let path)):
+            "store \(path) is not encrypted and --key-file was given; leave --key-file out, or encrypt the store with 'cask rekey \(path) --new-key-file <file>'"
         case .store(let error): error.description
         }
     }

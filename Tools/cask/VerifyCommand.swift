@@ -1,6 +1,6 @@
 import Cask
 
-/// `cask verify <dir> [--json]`
+/// `cask verify <dir> [--json] [--key-file <file>]`
 struct VerifyCommand: Subcommand {
     static let help = CommandHelp(
         name: "verify",
@@ -10,14 +10,16 @@ struct VerifyCommand: Subcommand {
             "Changes nothing and takes no lock, so it works while another process writes (an append in progress at the end of the active segment then shows as a torn tail). Shows progress on standard error (a bar on a terminal, plain lines otherwise).",
         ],
         arguments: [StoreAccess.directoryArgument],
-        options: [StoreAccess.jsonFlag])
+        options: [StoreAccess.jsonFlag, KeyFile.option])
 
     let directory: String
     let json: Bool
+    let encryption: Encryption
 
     init(parsing arguments: ParsedArguments) throws(ToolError) {
         directory = try arguments.path("dir")
         json = arguments.flag("json")
+        encryption = try KeyFile.encryption(arguments)
     }
 
     struct Report: Encodable {
@@ -48,7 +50,7 @@ struct VerifyCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let progress = ProgressReporter(label: "verifying", output: output)
         let verification = try CaskError.wrap { () throws(CaskError) in
-            try CaskStore.verify(at: directory) { progress.update($0.done, of: $0.total) }
+            try CaskStore.verify(at: directory, encryption: encryption) { progress.update($0.done, of: $0.total) }
         }
         progress.finish()
         if json {

@@ -43,6 +43,8 @@ extension CaskStore {
 
         var oldOptions = Options.maintenance(encryption: old)
         oldOptions.createIfMissing = false
+        // Its close, after the swap, must write nothing: its path then names the new store.
+        oldOptions.writeHints = false
         let store = try CaskStore.open(at: path, options: oldOptions)
         defer { try? store.close() }
         report.bytesBefore = try store.statistics().segmentBytes
