@@ -235,3 +235,37 @@ extension EncryptionTests {
         }
     }
 }
+
+extension EncryptionTests {
+    /// A store with damage is not rekeyed: the copy would hold an older value of a damaged key.
+    func testRekeyRefusesADamagedStore() throws {
+        let parent = TemporaryDirectory()
+        defer { parent.remove() }
+        let path = parent.appending("store")
+        let store = try CaskStore.open(at: path, options: .manualCompaction(maxSegmentSize: 4096))
+        for n in 0..<200 { try store.put("k/\(n)", Array("value \(n)".utf8)) }
+        try store.close()
+        let segment = path + "/" + SegmentName.segment(1)
+        var bytes = try StoreFiles.read(segment)
+        bytes[SegmentHeader.length + 10] ^= 0x40
+        try StoreFiles.write(segment, bytes)
+        // With its hint the open does not read the record: the copy meets it, and stops.
+        var before = try StoreFiles.snapshot(path)
+        XCTAssertThrowsError(try CaskStore.rekey(at: path, from: .none, to: .key(Self.key))) { error in
+            guard case .corruptRecord(let file, _, _)? = error as? CaskError else { return XCTFail("\(error)") }
+            XCTAssertEqual(file, segment)
+        }
+        XCTAssertEqual(try StoreFiles.snapshot(path).filter { $0.key != "LOCK" }, before.filter { $0.key != "LOCK" })
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+        // Without it the open finds the damage, and the rekey refuses before it copies anything.
+        try StoreFiles.removeHints(in: path)
+        before = try StoreFiles.snapshot(path)
+        XCTAssertThrowsError(try CaskStore.rekey(at: path, from: .none, to: .key(Self.key))) { error in
+            guard case .corruptFile(let failed, let reason)? = error as? CaskError else { return XCTFail("\(error)") }
+            XCTAssertEqual(failed, path)
+            XCTAssertTrue(reason.hasSuffix("repair it first ('cask recover'), then rekey it — nothing was changed"), reason)
+        }
+        XCTAssertEqual(try StoreFiles.snapshot(path).filter { $0.key != "LOCK" }, before.filter { $0.key != "LOCK" })
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+    }
+}

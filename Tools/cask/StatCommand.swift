@@ -177,7 +177,7 @@ struct StatCommand: Subcommand {
 
     /// The bytes of a segment's records: the file without its header.
     private static func recordBytes(_ segment: SegmentStats) -> Int64 {
-        max(0, segment.fileBytes - Int64(SegmentHeader.length))
+        max(0, segment.fileBytes - segment.headerBytes)
     }
 
     /// `valueBytes` ÷ `storedBytes`, to three decimals; nil when nothing is stored.

@@ -47,12 +47,14 @@ public struct EncryptionKey: Sendable, Equatable {
             self = try EncryptionKey(bytes[0..<count])
             return
         }
+        // Only the first bytes were read: say how long the file is.
+        let size = count < bytes.count ? Int64(count) : ((try? fileSystem.fileSize(file.descriptor)) ?? Int64(count))
         var text = bytes[0..<count]
         if text.last == UInt8(ascii: "\n") { text = text.dropLast() }
         if text.last == UInt8(ascii: "\r") { text = text.dropLast() }
         guard text.count == 2 * Self.length, let decoded = Self.hex(text) else {
             throw CaskError.invalidEncryptionKey(
-                reason: "key file \(path) holds \(count) bytes; a key file holds the key's 32 bytes, or 64 hexadecimal digits and a newline")
+                reason: "key file \(path) holds \(size) bytes; a key file holds the key's 32 bytes, or 64 hexadecimal digits and a newline")
         }
         self = try EncryptionKey(decoded)
     }

@@ -68,7 +68,7 @@ extension StoreEncryption {
         .encryptionUnavailable(
             path: directory,
             reason: Sodium.ready
-                ? "it is sealed with \(algorithm), which libsodium runs only on CPUs with AES-NI; rekey it to XChaCha20-Poly1305 on one that has it ('cask rekey --algorithm xchacha20poly1305')"
+                ? "it is sealed with \(algorithm), which libsodium runs only on CPUs with AES-NI; on a machine that has it, rewrite it with XChaCha20-Poly1305 ('cask rekey \(directory) --key-file FILE --new-key-file FILE --algorithm xchacha20poly1305')"
                 : "libsodium failed to start")
     }
 

@@ -5,7 +5,8 @@ extension CaskStore {
         public var directory: String
         /// The entries copied: every key the store held, with its value and expiry.
         public var keys = 0
-        /// Bytes of the store's files before and after.
+        /// Bytes of the store's segment files before and after (hints, dictionaries and the
+        /// `ENCRYPTION` file besides).
         public var bytesBefore: Int64 = 0
         public var bytesAfter: Int64 = 0
         /// The algorithm the store is sealed with now; nil: it is not encrypted.

@@ -23,7 +23,8 @@ extension CaskStore {
     /// The new store has new sequence numbers, segment ids and (encrypted) a new store id and salts.
     /// Read-only handles open on the old store go on reading it until they are closed. Complexity: one
     /// read of every live entry, one write of each; the parent directory must be writable and on the
-    /// same file system. `progress`: phase ``Progress/Phase/rekeying``, entries copied of the entries held.
+    /// same file system. A store whose open finds damage is refused (``CaskError/corruptFile(path:reason:)``):
+    /// repair it first. `progress`: phase ``Progress/Phase/rekeying``, entries copied of the entries held.
     public static func rekey(
         at directory: String, from old: Encryption, to new: Encryption, progress: ((Progress) -> Void)? = nil
     ) throws(CaskError) -> RekeyReport {
@@ -47,6 +48,13 @@ extension CaskStore {
         oldOptions.writeHints = false
         let store = try CaskStore.open(at: path, options: oldOptions)
         defer { try? store.close() }
+        // The copy would hold an older value of a key whose newest record is damaged, and the
+        // damaged bytes would go with the old directory: a damaged store is repaired first.
+        let damage = store.recoveryReport.damagedRanges
+        if !damage.isEmpty {
+            throw CaskError.corruptFile(
+                path: path, reason: "opening it skipped \(damage.count) damaged range\(damage.count == 1 ? "" : "s") (\(damage[0])); repair it first ('cask recover'), then rekey it — nothing was changed")
+        }
         report.bytesBefore = try store.statistics().segmentBytes
 
         let temporary = try makeTemporaryDirectory(beside: path, fileSystem: fileSystem)
@@ -90,8 +98,14 @@ extension CaskStore {
         options.durability = .buffered
         options.flushInterval = 0
         let copy = try CaskStore.open(at: directory, options: options)
-        var meter = ProgressMeter(phase: .rekeying, total: Int64(store.count), report: progress)
-        meter.report(0)
+        // Counted in entries, reported once per 1% of them (the meter counts bytes: 1 MiB at least).
+        let total = Int64(store.count)
+        var reported: Int64 = 0
+        func report(_ done: Int64) {
+            reported = done
+            progress?(Progress(phase: .rekeying, done: done, total: total))
+        }
+        report(0)
         var batch = WriteBatch(), batchBytes = 0, copied = 0
         do {
             try store.forEachEntry { key, value, expiresAt in
@@ -102,7 +116,7 @@ extension CaskStore {
                     try copy.write(batch)
                     batch = WriteBatch()
                     batchBytes = 0
-                    meter.advance(to: Int64(copied))
+                    if Int64(copied) - reported >= max(1, total / 100) { report(Int64(copied)) }
                 }
             }
             if batch.count > 0 { try copy.write(batch) }
@@ -114,7 +128,7 @@ extension CaskStore {
             throw CaskError.io(operation: "rekey", path: directory, errno: .ioError)
         }
         try copy.close()
-        meter.finish()
+        if reported != Int64(copied) { report(Int64(copied)) }
         return copied
     }
 
