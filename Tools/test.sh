@@ -32,7 +32,7 @@ echo "== unit tests under the address sanitizer"
 # (Data(contentsOf:)) and the runtime's weak references show up as leaks; memory errors are checked.
 ASAN_OPTIONS=detect_leaks=0 CASK_POWERLOSS_SEEDS=4 swift test --sanitize=address --scratch-path .build/asan \
     --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$asan_xml" \
-    --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ToolBackupTests|ConcurrencyTests|SecondReaderTests|HugePageTests|testMemoryOverheadPerKeyForAMillion16ByteKeys|testGarbageAfterTheLastRecordIsCut|ReaderAgreementTests|LiveReaderTests" 2>&1 | tee "$asan_log" || status=$?
+    --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ToolBackupTests|ToolEncryptionTests|ToolRekeyCrashTests|ConcurrencyTests|SecondReaderTests|HugePageTests|testMemoryOverheadPerKeyForAMillion16ByteKeys|testGarbageAfterTheLastRecordIsCut|ReaderAgreementTests|LiveReaderTests" 2>&1 | tee "$asan_log" || status=$?
 unset SWIFT_BACKTRACE
 echo "== fuzzing"
 CASK_FUZZ_SCRATCH=.build/fuzz Tools/fuzz.sh --ci 2>&1 | tee "$fuzz_log" || status=$?

@@ -415,8 +415,10 @@ final class PowerLossTests: XCTestCase {
             images += try cutAndCheck(scenario, cuts: 0...calls, survivals: Self.survivals)
             runs += calls + 1
         }
+        // Two seeds per algorithm; one when the run asks for fewer seeds (the address-sanitizer pass).
+        let last: UInt64 = Self.seeds < 12 ? 41 : 42
         for algorithm in EncryptionAlgorithm.allCases where algorithm.isAvailable {
-            for seed in UInt64(41)...42 {
+            for seed in UInt64(41)...last {
                 for (mode, durability) in Durability.allCases.enumerated() {
                     var scenario = Self.randomScenario(seed: seed, durability: durability)
                     scenario.name = "random \(seed), \(algorithm)"
