@@ -814,6 +814,23 @@ extension SecondReaderTests {
                 }
             }
             guard everyCase else { continue }
+            // A batch member's tag byte in a sealed segment: the member is record damage, the rest
+            // of its batch (members and commit record, adjacent) one uncommitted-batch range.
+            var batchMember: (segment: UInt64, member: InspectedRecord)?
+            search: for id in hinted {
+                let inSegment = try Self.inspect(original.path, segment: id, key: Self.storeKey)
+                for commit in inSegment where commit.type == .batch && (commit.committedSeqs?.count ?? 0) >= 2 {
+                    if let first = inSegment.first(where: { $0.isBatchMember && $0.seq == commit.committedSeqs?.lowerBound }) {
+                        batchMember = (id, first)
+                        break search
+                    }
+                }
+            }
+            let (batchSegment, member) = try XCTUnwrap(batchMember, "no batch of two or more members in a hinted segment")
+            results = try scenario("a batch member's tag byte") {
+                _ = try Self.corrupt(StoreFiles.segmentPath($0, batchSegment), at: Int(member.offset) + member.bytes - 3)
+            }
+            XCTAssertEqual(results[1].python.damageWithKinds.map(\.kind).sorted(), ["record", "uncommitted-batch"], "\(results[1].python.summary)")
             // Segments renamed into each other's place, a segment of another store under the same
             // key, one of a store that is not encrypted: each is damage as a whole.
             results = try scenario("two segments swapped") { directory in

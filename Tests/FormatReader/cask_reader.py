@@ -939,7 +939,11 @@ class Reader:
         elif header_id != segment_id:
             h.reason = "segment header says id %d (a renamed or swapped segment)" % header_id
         elif base_seq > MAX_SEQ:
+            # Not in the list of "Segment header, version 3"; damage as in versions 1 and 2.
             h.reason = "segment header base seq above 2^63-1"
+        elif dictionary_id > MAX_SEGMENT_ID:
+            # As a version 2 header's dictionary id above the limit ("Segment files").
+            h.reason = "segment header names dictionary %d" % dictionary_id
         else:
             h.valid = True
             h.base_seq = base_seq
@@ -1038,6 +1042,22 @@ class Reader:
                 self.summary["torn_tail"] = {"file": name, "start": first, "end": end, "reason": "batch without its commit record"}
             else:
                 self.damage(name, first, end, "batch without its commit record", "uncommitted-batch")
+        self.merge_uncommitted(name)
+
+    def merge_uncommitted(self, name):
+        """Rule 6: one uncommitted-batch range per run of adjacent such records (each was reported
+        alone), in the file's order among its other ranges."""
+        ranges = self.summary["damaged"]
+        mine = sorted((d for d in ranges if d["file"] == name and d["kind"] == "uncommitted-batch"), key=lambda d: d["start"])
+        merged = []
+        for d in mine:
+            if merged and merged[-1]["end"] == d["start"]:
+                merged[-1] = dict(merged[-1], end=d["end"], reason="members and commit record of a batch that is not whole")
+            else:
+                merged.append(d)
+        if len(merged) != len(mine):
+            others = [d for d in ranges if not (d["file"] == name and d["kind"] == "uncommitted-batch")]
+            self.summary["damaged"] = others + merged
 
     def scan(self, segment_id, name, data, pos, last, cipher):
         end = len(data)
