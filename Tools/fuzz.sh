@@ -44,7 +44,9 @@ binary="$scratch/cask-fuzz"
 mapfile -t sources < <({ find Sources/Cask Tests/Fuzz -name '*.swift'; ls Tools/cask/ExportLineParser.swift Tools/cask/ExportLineParser+Cursor.swift Tools/cask/ExportLineWriter.swift Tools/cask/ByteScan.swift Tools/cask/ByteSink.swift; } | sort)
 echo "== building $binary" >&2
 # The library's C files (CRC-32C with the CPU's instruction, `fallocate`; CCaskCPU's prefetch and
-# atomics are headers), then everything else.
+# atomics are headers), then everything else, linked with the system libraries the library uses
+# (Package.swift's system library targets): liblz4, libzstd (the dictionary trainer) and
+# libsodium (encryption at rest).
 objects=()
 for c in Sources/CCaskCPU/*.c; do
   object="$scratch/$(basename "${c%.c}").o"
@@ -53,7 +55,7 @@ for c in Sources/CCaskCPU/*.c; do
 done
 swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -package-name cask \
   -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -suppress-warnings \
-  -I Sources/CLZ4 -llz4 -I Sources/CZstd -lzstd -I Sources/CCaskCPU/include "${objects[@]}" \
+  -I Sources/CLZ4 -llz4 -I Sources/CZstd -lzstd -I Sources/CSodium -lsodium -I Sources/CCaskCPU/include "${objects[@]}" \
   "${sources[@]}" -o "$binary" 2> >(grep -v "Cannot export local symbol" >&2)
 
 # The Swift runtime's backtracer would race the sanitizer's report; leaks are not checked

@@ -8,6 +8,8 @@ import CaskTestSupport
 /// the fixture opens with exactly the expected contents, and replaying the same operations today
 /// produces byte-identical files. If a change is intended, bump the format version, document it in
 /// FORMAT.md, and regenerate with `CASK_REGENERATE_FIXTURES=1 swift test --filter GoldenFixtureTests`.
+/// The same for a store with a dictionary (golden-v2); the encrypted store (golden-v3) is read,
+/// not replayed byte for byte (its salts are random; see `writeVersion3`).
 final class GoldenFixtureTests: XCTestCase {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/golden-v1").path
 
@@ -90,6 +92,56 @@ final class GoldenFixtureTests: XCTestCase {
         return expected
     }
 
+    static let fixtureV3 = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/golden-v3").path
+    /// The key of the encrypted fixture (Fixtures/golden-v3). A test key, published here: it protects nothing.
+    static let keyV3: [UInt8] = (0..<32).map { UInt8($0) ^ 0x5C }
+
+    /// The operations that made the encrypted fixture (Fixtures/golden-v3: FORMAT.md, "Encryption"),
+    /// ChaCha20-Poly1305 under `keyV3`: puts raw and compressed, an empty value, deletes, a batch
+    /// with a delete, an expired put and one that expires in 2^50 ms, over two segments of 4 KiB
+    /// with their hints. Encryption draws a random store id and a random salt for every file, so
+    /// a replay does not give the same bytes: `testReplayVersion3GivesTheSameLayout` compares names
+    /// and lengths, and the contents are checked by reading (here and in SecondReaderTests).
+    static func writeVersion3(into directory: String) throws -> [String: [UInt8]] {
+        var options = CaskStore.Options.manualCompaction(maxSegmentSize: 4096)
+        options.encryption = .key(keyV3, algorithm: .xchacha20poly1305)
+        let store = try CaskStore.open(at: directory, options: options)
+        var expected: [String: [UInt8]] = [:]
+        func put(_ key: String, _ value: [UInt8]) throws {
+            try store.put(key, value)
+            expected[key] = value
+        }
+        try put("alpha", Array("one".utf8))
+        try put("user/42", Array(String(repeating: "name=Ada Lovelace;", count: 6).utf8))
+        try put("empty", [])
+        try store.delete("alpha")
+        expected["alpha"] = nil
+        var generator = SeededGenerator(seed: 3)
+        try put("binary/\u{1}", generator.bytes(40))
+        try put("alpha", Array("two".utf8))
+        var batch = WriteBatch()
+        batch.put("batch/a", Array("A".utf8))
+        batch.put("batch/b", Array(String(repeating: "batched ", count: 8).utf8))
+        batch.delete("empty")
+        try store.write(batch)
+        expected["batch/a"] = Array("A".utf8)
+        expected["batch/b"] = Array(String(repeating: "batched ", count: 8).utf8)
+        expected["empty"] = nil
+        try store.put(Array("expired".utf8), Array("gone".utf8), expiresAtMilliseconds: 1_000)
+        try store.put(Array("expires-later".utf8), Array("kept".utf8), expiresAtMilliseconds: 1 << 50)
+        expected["expires-later"] = Array("kept".utf8)
+        for i in 0..<48 {
+            try put("drafts/ada/\(1_000 + i)", Array("draft \(i): lorem ipsum dolor sit amet \(generator.next() % 10_000)".utf8))
+        }
+        for i in stride(from: 0, to: 48, by: 5) {
+            try store.delete("drafts/ada/\(1_000 + i)")
+            expected["drafts/ada/\(1_000 + i)"] = nil
+        }
+        try put("user/42", Array("name=Ada Lovelace".utf8))
+        try store.close()
+        return expected
+    }
+
     func testReplayProducesIdenticalFiles() throws {
         try checkReplay(fixture: Self.fixture, write: Self.write)
     }
@@ -106,6 +158,35 @@ final class GoldenFixtureTests: XCTestCase {
 
     func testFixtureOpensWithExpectedContentsVersion2() throws {
         try checkContents(fixture: Self.fixtureV2, write: Self.writeVersion2)
+    }
+
+    func testFixtureOpensWithExpectedContentsVersion3() throws {
+        try checkContents(fixture: Self.fixtureV3, write: Self.writeVersion3, encryption: .key(Self.keyV3))
+    }
+
+    /// Not byte for byte: every replay draws a new store id and new salts. The same files with the
+    /// same lengths (what is not secret — record headers, hint entries — is laid out alike).
+    func testReplayVersion3GivesTheSameLayout() throws {
+        let scratch = TemporaryDirectory("cask-golden-v3")
+        _ = try Self.writeVersion3(into: scratch.path)
+        if ProcessInfo.processInfo.environment["CASK_REGENERATE_FIXTURES"] != nil {
+            try? FileManager.default.removeItem(atPath: Self.fixtureV3)
+            try FileManager.default.createDirectory(atPath: Self.fixtureV3, withIntermediateDirectories: true)
+            for (name, bytes) in try Self.files(in: scratch.path) {
+                try bytes.write(to: URL(fileURLWithPath: Self.fixtureV3 + "/" + name))
+            }
+        }
+        let golden = try Self.files(in: Self.fixtureV3)
+        let replayed = try Self.files(in: scratch.path)
+        XCTAssertEqual(Set(golden.keys), Set(replayed.keys))
+        XCTAssertEqual(golden.keys.filter { $0.hasSuffix(".cask") }.count, 2, "\(golden.keys.sorted())")
+        XCTAssertEqual(golden.keys.filter { $0.hasSuffix(".hint") }.count, 2, "\(golden.keys.sorted())")
+        XCTAssertTrue(golden.keys.contains("ENCRYPTION"))
+        XCTAssertLessThan(golden.values.reduce(0) { $0 + $1.count }, 12 << 10, "the fixture should stay small")
+        for (name, bytes) in golden {
+            XCTAssertEqual(replayed[name]?.count, bytes.count, "\(name): the replay's length differs from the fixture's: the on-disk format changed")
+            XCTAssertNotEqual(replayed[name], bytes, "\(name): the same bytes again (a salt or store id that is not random?)")
+        }
     }
 
     private func checkReplay(fixture: String, write: (String) throws -> [String: [UInt8]]) throws {
@@ -127,7 +208,7 @@ final class GoldenFixtureTests: XCTestCase {
         }
     }
 
-    private func checkContents(fixture: String, write: (String) throws -> [String: [UInt8]]) throws {
+    private func checkContents(fixture: String, write: (String) throws -> [String: [UInt8]], encryption: Encryption = .none) throws {
         let scratch = TemporaryDirectory("cask-golden-expected")
         let expected = try write(scratch.path)
         for useHints in [true, false] {
@@ -135,13 +216,15 @@ final class GoldenFixtureTests: XCTestCase {
             for (name, bytes) in try Self.files(in: fixture) where useHints || !name.hasSuffix(".hint") {
                 try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name))
             }
-            let store = try CaskStore.open(at: copy.path, options: .init(durability: .os, readOnly: true))
+            var options = CaskStore.Options(durability: .os, readOnly: true)
+            options.encryption = encryption
+            let store = try CaskStore.open(at: copy.path, options: options)
             XCTAssertTrue(store.recoveryReport.isClean, "\(store.recoveryReport)")
             XCTAssertEqual(store.count, expected.count)
             for (key, value) in expected { XCTAssertEqual(try store.get(key), value, key) }
             XCTAssertNil(try store.get("alpha2"))
             XCTAssertEqual(try store.keys(prefix: Array("drafts/".utf8)).count, expected.keys.filter { $0.hasPrefix("drafts/") }.count)
-            let verified = try CaskStore.verify(at: copy.path)
+            let verified = try CaskStore.verify(at: copy.path, encryption: encryption)
             XCTAssertTrue(verified.damagedRanges.isEmpty && verified.invalidHints.isEmpty, "\(verified)")
             try store.close()
         }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reader for Cask stores, written from FORMAT.md alone.
 
-    python3 cask_reader.py DIR [--no-hints] [--json] [--now MILLIS]
+    python3 cask_reader.py DIR [--no-hints] [--json] [--now MILLIS] [--key HEX | --key-file PATH]
 
 Prints every live key and its value as JSON Lines on stdout, sorted by key bytes:
 
@@ -12,15 +12,22 @@ which can happen when a valid hint points at a damaged segment) is printed with 
 "value_hex".
 
 A summary goes to stderr: segments, records, hints used or ignored (with the reason), damaged ranges
-(file, start offset, end offset) and torn tails. With --json the summary is one JSON object.
+(file, start offset, end offset, kind) and torn tails. With --json the summary is one JSON object.
+
+An encrypted store (one with an ENCRYPTION file; FORMAT.md, "Encryption") is read with its 32-byte
+key: --key with 64 hexadecimal digits, --key-file with a file holding the 32 bytes or 64 hexadecimal
+digits and a newline, or else the environment variable CASK_KEY (64 hexadecimal digits).
 
 Exit status: 0 when the store was read (damage is reported, not fatal); 2 for usage errors, segments
 this version cannot read (another version or header length) and segment file names whose id is
-outside 1 ..= 4,294,967,294; 1 for I/O failures.
+outside 1 ..= 4,294,967,294; 3 when the key does not open the store (a wrong key, no key for an
+encrypted store, a key for a store that is not encrypted, a damaged ENCRYPTION file); 1 for I/O
+failures.
 
 --now sets the current time (milliseconds since 1970) used for expiry; by default the clock.
 
-Standard library only. Nothing here is taken from the Swift sources; see FORMAT.md.
+Standard library only, and for encrypted stores the `cryptography` package (its AES-256-GCM and
+ChaCha20-Poly1305; HChaCha20 is here). Nothing here is taken from the Swift sources; see FORMAT.md.
 """
 
 import json
@@ -53,16 +60,32 @@ FLAG_EXPIRES = 0x02
 TYPE_BATCH = 3
 FLAG_BATCH = 0x04
 FLAG_DICTIONARY = 0x08
-KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH | FLAG_DICTIONARY
+FLAG_ENCRYPTED = 0x10  # every record of a version 3 segment, and only those ("Encryption")
+KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH | FLAG_DICTIONARY | FLAG_ENCRYPTED
 
 MAX_KEY_LENGTH = 65_535
 MAX_VALUE_LENGTH = 268_435_456  # 256 MiB
 MAX_HINT_BLOCK_RAW = 1_048_576
 MAX_SEGMENT_ID = 4_294_967_294
-MAX_RECORD_HEADER = 4 + 1 + 1 + 4 * 10 + 8  # with every varint at its longest (10 bytes) encoding
 LZ4_MAX_INPUT_SIZE = 0x7E000000
 
 MAX_SEQ = (1 << 63) - 1
+
+# "Encryption"
+ENCRYPTION_FILE = "ENCRYPTION"
+ENCRYPTION_MAGIC = b"CASKENC\x00"
+ENCRYPTION_FILE_LENGTH = 68
+FORMAT_VERSION_ENCRYPTED = 3     # the segments of an encrypted store
+SEGMENT_HEADER_LENGTH_ENCRYPTED = 108
+HINT_VERSION_ENCRYPTED = 2
+HINT_HEADER_LENGTH_ENCRYPTED = 96
+DICTIONARY_VERSION_ENCRYPTED = 2
+DICTIONARY_HEADER_LENGTH_ENCRYPTED = 64
+ALGORITHM_AES256GCM = 1
+ALGORITHM_CHACHA20POLY1305 = 2
+ALGORITHM_NAMES = {ALGORITHM_AES256GCM: "AES-256-GCM", ALGORITHM_CHACHA20POLY1305: "ChaCha20-Poly1305"}
+TAG_LENGTH = 16
+KEY_LENGTH = 32
 SEGMENT_NAME = re.compile(r"^([0-9]{10})\.cask$")
 HINT_NAME = re.compile(r"^([0-9]{10})\.hint$")
 
@@ -77,6 +100,11 @@ class InvalidStore(Exception):
 
 class Invalid(Exception):
     """Bytes that are not a valid structure; the message says why."""
+
+
+class KeyRefused(Exception):
+    """The key given does not open the store: a wrong key, none for an encrypted store, one for a
+    store that is not encrypted, or an ENCRYPTION file that is damaged."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +165,153 @@ def lz4_compress_bound(n):
     if n > LZ4_MAX_INPUT_SIZE:
         return 0
     return n + n // 255 + 16
+
+
+# ---------------------------------------------------------------------------------------------
+# Encryption ("Encryption"): a key per file, HChaCha20(store key, the file's salt); message n of a
+# file is sealed under that key with the 12-byte nonce 00 00 00 00 || u64 LE (n).
+
+def _rotl32(v, c):
+    return ((v << c) & 0xFFFFFFFF) | (v >> (32 - c))
+
+
+def hchacha20(key, data16):
+    """HChaCha20 (draft-irtf-cfrg-xchacha, section 2.2): the ChaCha20 state of the constants, the
+    32-byte key and the 16-byte input, after 20 rounds and without the final addition; its words
+    0..3 and 12..15, little-endian (32 bytes)."""
+    if len(key) != KEY_LENGTH or len(data16) != 16:
+        raise ValueError("HChaCha20 takes a 32-byte key and 16 bytes of input")
+    x = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574]
+    x += list(struct.unpack("<8I", bytes(key))) + list(struct.unpack("<4I", bytes(data16)))
+
+    def quarter(a, b, c, d):
+        x[a] = (x[a] + x[b]) & 0xFFFFFFFF
+        x[d] = _rotl32(x[d] ^ x[a], 16)
+        x[c] = (x[c] + x[d]) & 0xFFFFFFFF
+        x[b] = _rotl32(x[b] ^ x[c], 12)
+        x[a] = (x[a] + x[b]) & 0xFFFFFFFF
+        x[d] = _rotl32(x[d] ^ x[a], 8)
+        x[c] = (x[c] + x[d]) & 0xFFFFFFFF
+        x[b] = _rotl32(x[b] ^ x[c], 7)
+
+    for _ in range(10):
+        quarter(0, 4, 8, 12)
+        quarter(1, 5, 9, 13)
+        quarter(2, 6, 10, 14)
+        quarter(3, 7, 11, 15)
+        quarter(0, 5, 10, 15)
+        quarter(1, 6, 11, 12)
+        quarter(2, 7, 8, 13)
+        quarter(3, 4, 9, 14)
+    return struct.pack("<8I", *(x[0:4] + x[12:16]))
+
+
+# draft-irtf-cfrg-xchacha-03, section 2.2.1 (the HChaCha20 test vector).
+assert hchacha20(bytes(range(32)), bytes.fromhex("000000090000004a0000000031415927")) == bytes.fromhex(
+    "82413b4227b27bfed30e42508a877d73a0f9e4d58a74a853c12ec41326d3ecdc")
+
+
+def nonce(number):
+    return b"\x00\x00\x00\x00" + struct.pack("<Q", number)
+
+
+class FileCipher:
+    """The AEAD of one file: the store's algorithm under HChaCha20(store key, the file's salt)."""
+
+    def __init__(self, algorithm, store_key, salt):
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+        from cryptography.exceptions import InvalidTag
+        self._invalid_tag = InvalidTag
+        file_key = hchacha20(store_key, salt)
+        if algorithm == ALGORITHM_AES256GCM:
+            self._aead = AESGCM(file_key)
+        elif algorithm == ALGORITHM_CHACHA20POLY1305:
+            self._aead = ChaCha20Poly1305(file_key)
+        else:
+            raise ValueError("unknown algorithm %d" % algorithm)
+
+    def open(self, number, sealed, associated, what="message"):
+        """The message sealed as `number` (ciphertext and its 16-byte tag), or Invalid when the tag
+        does not hold."""
+        try:
+            return self._aead.decrypt(nonce(number), bytes(sealed), bytes(associated))
+        except self._invalid_tag:
+            raise Invalid("%s: the tag does not hold" % what)
+
+    def tag_holds(self, number, tag, associated):
+        """Whether `tag` is that of the empty message sealed as `number` with `associated` data."""
+        try:
+            self._aead.decrypt(nonce(number), bytes(tag), bytes(associated))
+            return True
+        except self._invalid_tag:
+            return False
+
+
+def _self_test_xchacha():
+    """With algorithm 2 a file's sealing is XChaCha20-Poly1305 with nonce salt || u64(n) (FORMAT.md):
+    draft-irtf-cfrg-xchacha-03, appendix A.3.1, through FileCipher."""
+    key = bytes(range(0x80, 0xA0))
+    iv = bytes(range(0x40, 0x58))
+    aad = bytes.fromhex("50515253c0c1c2c3c4c5c6c7")
+    text = (b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, "
+            b"sunscreen would be it.")
+    sealed = bytes.fromhex(
+        "bd6d179d3e83d43b9576579493c0e939572a1700252bfaccbed2902c21396cbb731c7f1b0b4aa6440bf3a82f4eda7e39"
+        "ae64c6708c54c216cb96b72e1213b4522f8c9ba40db5d945b11b69b982c1bb9e3f3fac2bc369488f76b2383565d3fff9"
+        "21f9664c97637da9768812f615c68b13b52e" + "c0875924c1c7987947deafd8780acf49")
+    number = struct.unpack("<Q", iv[16:])[0]
+    if FileCipher(ALGORITHM_CHACHA20POLY1305, key, iv[:16]).open(number, sealed, aad) != text:
+        raise AssertionError("XChaCha20-Poly1305 test vector")
+
+
+def parse_key(text, what):
+    """32 bytes from 64 hexadecimal digits (either case)."""
+    text = text.strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(text) != 2 * KEY_LENGTH or len(key) != KEY_LENGTH:
+        raise KeyRefused("%s: a key is 64 hexadecimal digits (32 bytes)" % what)
+    return key
+
+
+def read_key_file(path):
+    """A key file: the key's 32 bytes, or 64 hexadecimal digits and at most one newline."""
+    with open(path, "rb") as f:
+        data = f.read(200)
+    if len(data) == KEY_LENGTH:
+        return data
+    text = data[:-1] if data.endswith(b"\n") else data
+    text = text[:-1] if text.endswith(b"\r") else text
+    try:
+        return parse_key(text.decode("ascii"), "key file %s" % path)
+    except UnicodeDecodeError:
+        raise KeyRefused("key file %s: neither 32 bytes nor 64 hexadecimal digits" % path)
+
+
+class StoreEncryption:
+    """What the ENCRYPTION file says, checked against the key."""
+
+    def __init__(self, store_key, data, path):
+        if len(data) != ENCRYPTION_FILE_LENGTH:
+            raise KeyRefused("%s: damaged: %d bytes, the file is %d" % (path, len(data), ENCRYPTION_FILE_LENGTH))
+        if data[:8] != ENCRYPTION_MAGIC or crc32c(data, 0, 64) != struct.unpack_from("<I", data, 64)[0]:
+            raise KeyRefused("%s: damaged: bad magic or checksum" % path)
+        version, header_length, algorithm = struct.unpack_from("<HHH", data, 8)
+        if version != 1 or header_length != ENCRYPTION_FILE_LENGTH:
+            raise UnsupportedFormat("%s: version %d, header length %d" % (path, version, header_length))
+        if algorithm not in ALGORITHM_NAMES:
+            raise UnsupportedFormat("%s: algorithm %d" % (path, algorithm))
+        self.algorithm = algorithm
+        self.store_key = bytes(store_key)
+        self.store_id = bytes(data[16:32])
+        salt = bytes(data[32:48])
+        if not self.cipher(salt).tag_holds(0, data[48:64], data[0:48]):
+            raise KeyRefused("wrong key: the key check in %s fails (the store was encrypted with another key)" % path)
+
+    def cipher(self, salt):
+        return FileCipher(self.algorithm, self.store_key, salt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,17 +420,19 @@ def lz4_decompress(src, expected_length, dictionary=b""):
 
 class Record:
     __slots__ = ("type", "flags", "seq", "key", "value_length", "stored_length", "expires_at",
-                 "offset", "length", "payload_start")
+                 "offset", "length", "payload")
 
     @property
     def lz4(self):
         return bool(self.flags & FLAG_LZ4)
 
 
-def parse_record(data, offset, end):
-    """Parses and validates (rules 1-4 of FORMAT.md) the record at `offset` of data[:end].
+def parse_record(data, offset, end, cipher=None):
+    """Parses and validates (rules 1-4 and 4a of FORMAT.md) the record at `offset` of data[:end].
 
-    Returns a Record or raises Invalid. Rule 5 (decompression) is checked by record_value.
+    `cipher`: the FileCipher of an encrypted (version 3) segment, None for a segment that is not
+    encrypted. Returns a Record (its key and payload opened) or raises Invalid. Rule 5
+    (decompression) is checked by record_value.
     """
     # Rule 1: type and flags.
     if offset + 6 > end:
@@ -279,9 +456,11 @@ def parse_record(data, offset, end):
     value_length, pos = read_varint(data, pos, end)
     if value_length > MAX_VALUE_LENGTH:
         raise Invalid("value length %d out of range" % value_length)
-    if rtype == TYPE_DELETE and (value_length != 0 or flags & ~FLAG_BATCH):
+    # "The shapes of Records allow the encrypted flag on deletes and commit records" (rule 4a
+    # then decides whether the segment wants it).
+    if rtype == TYPE_DELETE and (value_length != 0 or flags & ~(FLAG_BATCH | FLAG_ENCRYPTED)):
         raise Invalid("delete with a value, the lz4 flag or an expiry")
-    if rtype == TYPE_BATCH and (key_length != 8 or not 1 <= value_length <= 5 or flags != 0):
+    if rtype == TYPE_BATCH and (key_length != 8 or not 1 <= value_length <= 5 or flags & ~FLAG_ENCRYPTED):
         raise Invalid("batch commit with a key of %d bytes, a value of %d bytes or flags 0x%02x" % (key_length, value_length, flags))
     if flags & FLAG_LZ4:
         stored_length, pos = read_varint(data, pos, end)
@@ -295,36 +474,49 @@ def parse_record(data, offset, end):
             raise Invalid("expiry past the end of the file")
         expires_at = struct.unpack_from("<Q", data, pos)[0]
         pos += 8
-    # Rule 3: the whole record fits in the file.
-    key_start = pos
+    # Rule 3: the whole record fits in the file (an encrypted record's 16-byte tag included).
+    header_end = key_start = pos
     payload_start = key_start + key_length
-    record_end = payload_start + stored_length
+    record_end = payload_start + stored_length + (TAG_LENGTH if flags & FLAG_ENCRYPTED else 0)
     if record_end > end:
         raise Invalid("record runs past the end of the file")
     # Rule 4: the checksum.
     stored_crc = struct.unpack_from("<I", data, offset)[0]
     if crc32c(data, offset + 4, record_end) != stored_crc:
         raise Invalid("checksum mismatch")
+    # Rule 4a: the encrypted flag exactly in an encrypted segment, and the tag. The key and the
+    # payload are one message, number = the record's offset, bytes 4 ..< header length as
+    # associated data.
+    if cipher is None:
+        if flags & FLAG_ENCRYPTED:
+            raise Invalid("encrypted record in a segment that is not encrypted")
+        key = bytes(data[key_start:payload_start])
+        payload = bytes(data[payload_start:record_end])
+    else:
+        if not flags & FLAG_ENCRYPTED:
+            raise Invalid("record without the encrypted flag in an encrypted segment")
+        opened = cipher.open(offset, data[key_start:record_end], data[offset + 4:header_end], "record")
+        key, payload = opened[:key_length], opened[key_length:]
     r = Record()
     r.type = rtype
     r.flags = flags
     r.seq = seq
-    r.key = bytes(data[key_start:payload_start])
+    r.key = key
     r.value_length = value_length
     r.stored_length = stored_length
     r.expires_at = expires_at
     r.offset = offset
     r.length = record_end - offset
-    r.payload_start = payload_start
+    r.payload = payload
     return r
 
 
-def record_value(data, r, dictionary=None):
+def record_value(r, dictionary=None):
     """The value of a put record (rule 5: an lz4 payload must expand to exactly value length).
 
     `dictionary`: what the record's segment names — None for none, bytes for a usable one's
     content, or a str saying why the one it names cannot be used."""
-    payload = data[r.payload_start:r.payload_start + r.stored_length]
+    payload = r.payload
     if r.flags & FLAG_DICTIONARY:
         if dictionary is None:
             raise Invalid("the record needs a dictionary and its segment names none")
@@ -364,6 +556,43 @@ def load_dictionary(directory, dictionary_id, expected_crc):
     return bytes(content)
 
 
+def load_dictionary_encrypted(directory, dictionary_id, expected_salt, encryption):
+    """The content of version 2 dictionary file dictionary_id ("Dictionary files, version 2"), which
+    a version 3 segment names by id and salt, or a str saying why it cannot be used."""
+    name = "%010d.dict" % dictionary_id
+    path = os.path.join(directory, name)
+    if not 1 <= dictionary_id <= MAX_SEGMENT_ID:
+        return "dictionary %d cannot be used: an id out of range" % dictionary_id
+    header_length = DICTIONARY_HEADER_LENGTH_ENCRYPTED
+    try:
+        with open(path, "rb") as f:
+            data = f.read(header_length + MAX_DICTIONARY_CONTENT + TAG_LENGTH + 1)
+    except OSError as error:
+        return "dictionary %d (%s) cannot be read: %s" % (dictionary_id, path, error.strerror)
+    def unusable(why):
+        return "dictionary %d (%s) cannot be used: %s" % (dictionary_id, path, why)
+    if len(data) < header_length:
+        return unusable("shorter than its header")
+    if data[:8] != DICTIONARY_MAGIC or crc32c(data, 0, 60) != struct.unpack_from("<I", data, 60)[0]:
+        return unusable("bad magic or header checksum")
+    version, file_header_length, file_id, length, _ratio = struct.unpack_from("<HHIII", data, 8)
+    if version != DICTIONARY_VERSION_ENCRYPTED or file_header_length != header_length or file_id != dictionary_id:
+        return unusable("version %d, header length %d, id %d (an encrypted store's dictionaries are version 2)" % (version, file_header_length, file_id))
+    if not 1 <= length <= MAX_DICTIONARY_CONTENT or len(data) != header_length + length + TAG_LENGTH:
+        return unusable("content length %d in a file of %d bytes" % (length, len(data)))
+    if crc32c(data, header_length) != struct.unpack_from("<I", data, 56)[0]:
+        return unusable("content checksum mismatch")
+    if bytes(data[24:40]) != encryption.store_id:
+        return unusable("another store's dictionary (its store id is not the store's)")
+    salt = bytes(data[40:56])
+    if salt != expected_salt:
+        return unusable("not the dictionary file the segment was written with (its salt is not the one the segment's header names)")
+    try:
+        return encryption.cipher(salt).open(0, data[header_length:], data[0:56], "sealed content")
+    except Invalid as error:
+        return unusable(str(error))
+
+
 # ---------------------------------------------------------------------------------------------
 # Hint files
 
@@ -371,15 +600,14 @@ class HintEntry:
     __slots__ = ("type", "flags", "seq", "record_length", "value_length", "key", "expires_at", "offset")
 
 
-def commit_count(data, r):
+def commit_count(r):
     """The member count a batch commit record's value states: a varint filling the value exactly,
     else -1 (which no batch has)."""
-    start = r.offset + r.length - r.value_length
     try:
-        count, end = read_varint(data, start, r.offset + r.length)
+        count, end = read_varint(r.payload, 0, len(r.payload))
     except Invalid:
         return -1
-    return count if end == r.offset + r.length else -1
+    return count if end == len(r.payload) else -1
 
 
 def parse_compaction_manifest(data):
@@ -394,41 +622,73 @@ def parse_compaction_manifest(data):
     return set(struct.unpack_from("<%dQ" % count, data, 16))
 
 
-def parse_hint(hint, segment_id, segment_length):
-    """Parses and checks a whole hint file. Returns (covered length, entries) or raises Invalid."""
-    if len(hint) < HINT_HEADER_LENGTH:
+def hint_header(hint, encryption):
+    """The fields of a hint file's header that its header checks vouch for (magic, checksum, version
+    and header length; with `encryption`, version 2 and its tag), or raises Invalid. Returns
+    (block count, segment id, covered length, entry count, segment salt or None, the hint's
+    FileCipher or None)."""
+    header_length = HINT_HEADER_LENGTH_ENCRYPTED if encryption else HINT_HEADER_LENGTH
+    if len(hint) < 12:
         raise Invalid("hint shorter than its header")
     if hint[0:8] != HINT_MAGIC:
         raise Invalid("bad hint magic")
-    version, header_length, block_count, hint_segment, covered, entry_count, _reserved, header_crc = \
-        struct.unpack_from("<HHIQQQII", hint, 8)
-    if crc32c(hint, 0, 44) != header_crc:
+    version, length = struct.unpack_from("<HH", hint, 8)
+    if encryption is None and version == HINT_VERSION_ENCRYPTED:
+        raise Invalid("an encrypted store's hint (version 2) in a store that is not encrypted")
+    if encryption is not None and version == FORMAT_VERSION:
+        raise Invalid("a version 1 hint in an encrypted store")
+    if len(hint) < header_length:
+        raise Invalid("hint shorter than its header")
+    crc_at = header_length - 4
+    if crc32c(hint, 0, crc_at) != struct.unpack_from("<I", hint, crc_at)[0]:
         raise Invalid("hint header checksum mismatch")
-    if version != FORMAT_VERSION:
+    if version != (HINT_VERSION_ENCRYPTED if encryption else FORMAT_VERSION):
         raise Invalid("unknown hint version %d" % version)
-    if header_length != HINT_HEADER_LENGTH:
-        raise Invalid("unknown hint header length %d" % header_length)
+    if length != header_length:
+        raise Invalid("unknown hint header length %d" % length)
+    block_count, hint_segment, covered, entry_count = struct.unpack_from("<IQQQ", hint, 12)
+    if encryption is None:
+        return block_count, hint_segment, covered, entry_count, None, None
+    segment_salt = bytes(hint[40:56])
+    cipher = encryption.cipher(bytes(hint[56:72]))
+    if not cipher.tag_holds(0, hint[72:88], hint[0:72]):
+        raise Invalid("hint header tag does not hold")
+    return block_count, hint_segment, covered, entry_count, segment_salt, cipher
+
+
+def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=None):
+    """Parses and checks a whole hint file. Returns (covered length, entries) or raises Invalid.
+
+    With `encryption` (an encrypted store), the hint must be version 2 and describe the segment
+    whose header holds `segment_salt`."""
+    block_count, hint_segment, covered, entry_count, hint_segment_salt, cipher = hint_header(hint, encryption)
+    first_record = SEGMENT_HEADER_LENGTH_ENCRYPTED if encryption else SEGMENT_HEADER_LENGTH
+    tag = TAG_LENGTH if encryption else 0
     if hint_segment != segment_id:
         raise Invalid("hint is for segment %d" % hint_segment)
+    if encryption is not None and hint_segment_salt != segment_salt:
+        raise Invalid("hint is for another file of segment %d (its segment salt is not the segment's)" % segment_id)
     if covered > segment_length:
         raise Invalid("hint covers %d bytes, the segment has %d" % (covered, segment_length))
-    if covered < SEGMENT_HEADER_LENGTH:
+    if covered < first_record:
         raise Invalid("hint covers %d bytes, less than the segment header" % covered)
     entries = []
-    pos = HINT_HEADER_LENGTH
-    offset = SEGMENT_HEADER_LENGTH
+    pos = HINT_HEADER_LENGTH_ENCRYPTED if encryption else HINT_HEADER_LENGTH
+    offset = first_record
     for block_index in range(block_count):
         if pos + 16 > len(hint):
             raise Invalid("block %d header past the end of the hint" % block_index)
         raw_length, stored_length, codec, block_crc = struct.unpack_from("<IIII", hint, pos)
+        block_header = hint[pos:pos + 12]
         pos += 16
         if not 1 <= raw_length <= MAX_HINT_BLOCK_RAW:
             raise Invalid("block %d raw length %d out of range" % (block_index, raw_length))
+        # Version 2: stored length counts the tag ("codec 0: raw length + 16").
         if codec == 0:
-            if stored_length != raw_length:
+            if stored_length != raw_length + tag:
                 raise Invalid("raw block %d stored length %d != raw length %d" % (block_index, stored_length, raw_length))
         elif codec == 1:
-            if not 1 <= stored_length <= lz4_compress_bound(raw_length):
+            if not 1 + tag <= stored_length <= lz4_compress_bound(raw_length) + tag:
                 raise Invalid("lz4 block %d stored length %d out of range" % (block_index, stored_length))
         else:
             raise Invalid("block %d has unknown codec %d" % (block_index, codec))
@@ -438,10 +698,13 @@ def parse_hint(hint, segment_id, segment_length):
         pos += stored_length
         if crc32c(stored) != block_crc:
             raise Invalid("block %d checksum mismatch" % block_index)
+        if cipher is not None:
+            # Message number i + 1, the block's first 12 bytes as associated data.
+            stored = cipher.open(block_index + 1, stored, block_header, "block %d" % block_index)
         raw = stored if codec == 0 else lz4_decompress(stored, raw_length)
         p = 0
         while p < raw_length:
-            e, p = parse_hint_entry(raw, p, raw_length)
+            e, p = parse_hint_entry(raw, p, raw_length, encryption is not None)
             e.offset = offset
             offset += e.record_length
             entries.append(e)
@@ -454,7 +717,30 @@ def parse_hint(hint, segment_id, segment_length):
     return covered, entries
 
 
-def parse_hint_entry(raw, p, end):
+def varint_size(value):
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def plausible_record_length(e, key_length, encrypted):
+    """Whether a record with the entry's fields can be e.record_length bytes long ("Hint files"):
+    exactly 6 + size(seq) + size(key length) + size(value length) + (8 if expires) + key length
+    + value length for a raw put, a delete and a commit; that fixed part plus size(s) + s for some
+    1 <= s <= compressBound(value length) for an lz4 put; plus 16 (the tag) when encrypted."""
+    fixed = 6 + varint_size(e.seq) + varint_size(key_length) + varint_size(e.value_length) + key_length
+    fixed += 8 if e.flags & FLAG_EXPIRES else 0
+    fixed += TAG_LENGTH if encrypted else 0
+    if not e.flags & FLAG_LZ4:
+        return e.record_length == fixed + e.value_length
+    rest = e.record_length - fixed
+    bound = lz4_compress_bound(e.value_length)
+    return any(1 <= rest - k <= bound and varint_size(rest - k) == k for k in range(1, 6))
+
+
+def parse_hint_entry(raw, p, end, encrypted=False):
     if p + 2 > end:
         raise Invalid("hint entry spans the end of its block")
     e = HintEntry()
@@ -464,6 +750,8 @@ def parse_hint_entry(raw, p, end):
         raise Invalid("hint entry with unknown type %d" % e.type)
     if e.flags & ~KNOWN_FLAGS or (e.flags & FLAG_DICTIONARY and not e.flags & FLAG_LZ4):
         raise Invalid("hint entry with unknown flags 0x%02x" % e.flags)
+    if bool(e.flags & FLAG_ENCRYPTED) != encrypted:
+        raise Invalid("hint entry %s the encrypted flag" % ("without" if encrypted else "with"))
     p += 2
     e.seq, p = read_varint(raw, p, end)
     if not 1 <= e.seq <= MAX_SEQ:
@@ -475,18 +763,12 @@ def parse_hint_entry(raw, p, end):
         raise Invalid("hint entry key length %d out of range" % key_length)
     if e.value_length > MAX_VALUE_LENGTH:
         raise Invalid("hint entry value length %d out of range" % e.value_length)
-    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~FLAG_BATCH):
+    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~(FLAG_BATCH | FLAG_ENCRYPTED)):
         raise Invalid("hint entry for a delete with a value, the lz4 flag or an expiry")
-    if e.type == TYPE_BATCH and (key_length != 8 or not 1 <= e.value_length <= 5 or e.flags != 0):
+    if e.type == TYPE_BATCH and (key_length != 8 or not 1 <= e.value_length <= 5 or e.flags & ~FLAG_ENCRYPTED):
         raise Invalid("hint entry for a malformed batch commit")
-    # The smallest record these fields allow: crc, type, flags, three 1-byte varints (plus a stored
-    # length when lz4, plus the expiry), the key and the payload (at least 1 byte when lz4).
-    minimum = 4 + 2 + 3 + key_length
-    minimum += 8 if e.flags & FLAG_EXPIRES else 0
-    minimum += 2 if e.flags & FLAG_LZ4 else e.value_length
-    maximum = MAX_RECORD_HEADER + key_length + (lz4_compress_bound(e.value_length) if e.flags & FLAG_LZ4 else e.value_length)
-    if not minimum <= e.record_length <= maximum:
-        raise Invalid("hint entry record length %d out of range" % e.record_length)
+    if not plausible_record_length(e, key_length, encrypted):
+        raise Invalid("hint entry record length %d impossible for its fields" % e.record_length)
     e.expires_at = None
     if e.flags & FLAG_EXPIRES:
         if p + 8 > end:
@@ -508,14 +790,34 @@ class Winner:
     __slots__ = ("seq", "type", "flags", "expires_at", "segment", "offset", "length", "value_length", "from_hint")
 
 
+class SegmentHeader:
+    """What Reader.examine_header found."""
+
+    def __init__(self):
+        self.valid = False        # the header can be used
+        self.short = False        # the file is shorter than a header
+        self.whole_file = False   # an encrypted store's: an invalid header makes the whole file damage
+        self.reason = None        # why it is not valid
+        self.length = SEGMENT_HEADER_LENGTH  # where records start
+        self.base_seq = None
+        self.wrong_id = None      # versions 1 and 2: the id the header gives, when not the file name's
+        self.dictionary = None    # (id, crc) for version 2, (id, salt) for version 3
+        self.salt = None          # version 3: the segment's salt
+        self.cipher = None        # version 3: the FileCipher of its records
+
+
 class Reader:
-    def __init__(self, directory, use_hints=True, now_ms=None):
+    def __init__(self, directory, use_hints=True, now_ms=None, key=None):
         self.directory = directory
         self.use_hints = use_hints
         self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.key = key           # the store key (32 bytes) for an encrypted store
+        self.encryption = None   # StoreEncryption, for an encrypted store
         self.index = {}
         self.segments = []       # (id, name, data)
         self.dictionaries = {}   # segment id -> what its header names (see record_value)
+        self.ciphers = {}        # segment id -> its FileCipher (None: not encrypted)
+        self.dictionary_files = {}  # what a segment header names -> what load_dictionary* gave
         self.summary = {
             "segments": 0, "records": 0, "records_from_hints": 0, "records_scanned": 0,
             "hints_used": [], "hints_ignored": [], "damaged": [], "torn_tail": None,
@@ -526,13 +828,27 @@ class Reader:
 
     def load(self):
         names = os.listdir(self.directory)
+        # "Encryption": a store with an ENCRYPTION file is read with its key, checked first; a
+        # store without one never with a key.
+        if ENCRYPTION_FILE in names:
+            path = os.path.join(self.directory, ENCRYPTION_FILE)
+            if self.key is None:
+                raise KeyRefused("the store is encrypted (it has %s): give its key (--key, --key-file or CASK_KEY)" % path)
+            with open(path, "rb") as f:
+                self.encryption = StoreEncryption(self.key, f.read(ENCRYPTION_FILE_LENGTH + 1), path)
+        elif self.key is not None:
+            raise KeyRefused("a key was given, and the store is not encrypted (it has no %s file)" % ENCRYPTION_FILE)
+        self.summary["encrypted"] = self.encryption is not None
+        if self.encryption is not None:
+            self.summary["algorithm"] = ALGORITHM_NAMES[self.encryption.algorithm]
         segment_ids = sorted(int(m.group(1)) for m in map(SEGMENT_NAME.match, names) if m)
         # Compaction: the segments a valid manifest lists were replaced; ignore them.
         if "COMPACTION" in names:
             with open(os.path.join(self.directory, "COMPACTION"), "rb") as f:
-                replaced = parse_compaction_manifest(f.read())
+                manifest = f.read()
+            replaced = parse_compaction_manifest(manifest)
             if replaced is None:
-                self.damage("COMPACTION", 0, 0, "invalid compaction manifest; ignored")
+                self.damage("COMPACTION", 0, len(manifest), "invalid compaction manifest; ignored", "compaction-manifest")
             else:
                 segment_ids = [i for i in segment_ids if i not in replaced]
         # Strays ("The store directory"): a segment name with an id out of range is ignored.
@@ -540,75 +856,171 @@ class Reader:
         segment_ids = [i for i in segment_ids if 1 <= i <= MAX_SEGMENT_ID]
         hint_names = set(n for n in names if HINT_NAME.match(n))
         self.summary["segments"] = len(segment_ids)
-        active = self.active_segment(segment_ids)
+        headers = {}
+        for segment_id in segment_ids:
+            with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
+                headers[segment_id] = self.examine_header(segment_id, f.read(SEGMENT_HEADER_LENGTH_ENCRYPTED))
+        active = self.active_segment(segment_ids, headers)
         for segment_id in segment_ids:
             last = segment_id == active
             name = "%010d.cask" % segment_id
             with open(os.path.join(self.directory, name), "rb") as f:
                 data = f.read()
             self.segments.append((segment_id, name, data))
-            self.load_segment(segment_id, name, data, last, hint_names)
+            self.load_segment(segment_id, name, data, last, hint_names, self.examine_header(segment_id, data))
 
-    def active_segment(self, segment_ids):
+    def examine_header(self, segment_id, data):
+        """What a segment's header says ("Segment files"; "Segment header, version 3"), from the
+        first bytes of the file (all of them when shorter). Raises UnsupportedFormat for a header of
+        another version or header length, KeyRefused for an encrypted segment in a store that is
+        not encrypted."""
+        h = SegmentHeader()
+        name = "%010d.cask" % segment_id
+        if self.encryption is None:
+            h.length = SEGMENT_HEADER_LENGTH
+            if len(data) >= SEGMENT_HEADER_LENGTH_ENCRYPTED and data[0:8] == SEGMENT_MAGIC \
+                    and struct.unpack_from("<HH", data, 8) == (FORMAT_VERSION_ENCRYPTED, SEGMENT_HEADER_LENGTH_ENCRYPTED) \
+                    and crc32c(data, 0, 104) == struct.unpack_from("<I", data, 104)[0]:
+                raise KeyRefused("%s is a segment of an encrypted store (version 3), and the store has no %s file" % (name, ENCRYPTION_FILE))
+            if len(data) < SEGMENT_HEADER_LENGTH:
+                h.short = True
+                h.reason = "segment shorter than its header"
+                return h
+            if data[0:8] != SEGMENT_MAGIC or crc32c(data, 0, 36) != struct.unpack_from("<I", data, 36)[0]:
+                # Not a header we can trust at all. Records are self-checking, so scan anyway.
+                h.reason = "bad segment header (magic or checksum)"
+                return h
+            version, header_length, dictionary_crc, header_id, base_seq, dictionary_id = struct.unpack_from("<HHIQQI", data, 8)
+            if version not in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) or header_length != SEGMENT_HEADER_LENGTH:
+                raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
+            h.base_seq = base_seq
+            if base_seq > MAX_SEQ:
+                h.reason = "segment header base seq above 2^63-1"
+            elif version == FORMAT_VERSION_DICTIONARY and not 1 <= dictionary_id <= MAX_SEGMENT_ID:
+                h.reason = "segment header names dictionary %d" % dictionary_id
+            else:
+                h.valid = True
+                if header_id != segment_id:
+                    # Reported at bytes 16 ..< 24; the file name's id is used.
+                    h.wrong_id = header_id
+                if version == FORMAT_VERSION_DICTIONARY:
+                    h.dictionary = (dictionary_id, dictionary_crc)
+            return h
+        # An encrypted store: a segment is used only when its header's crc holds, its store id and
+        # algorithm are the store's, its tag holds and its segment id is its name's; any other is
+        # damage as a whole.
+        h.length = SEGMENT_HEADER_LENGTH_ENCRYPTED
+        h.whole_file = True
+        if len(data) >= 12 and data[0:8] == SEGMENT_MAGIC:
+            version, header_length = struct.unpack_from("<HH", data, 8)
+            if (version, header_length) != (FORMAT_VERSION_ENCRYPTED, SEGMENT_HEADER_LENGTH_ENCRYPTED) \
+                    and len(data) >= SEGMENT_HEADER_LENGTH and crc32c(data, 0, 36) == struct.unpack_from("<I", data, 36)[0]:
+                if version in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) and header_length == SEGMENT_HEADER_LENGTH:
+                    h.reason = "a segment that is not encrypted (version %d) in an encrypted store" % version
+                    return h
+                raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
+        if len(data) < SEGMENT_HEADER_LENGTH_ENCRYPTED:
+            h.short = True
+            h.reason = "segment shorter than its header"
+            return h
+        if data[0:8] != SEGMENT_MAGIC or crc32c(data, 0, 104) != struct.unpack_from("<I", data, 104)[0]:
+            h.reason = "bad segment header (magic or checksum)"
+            return h
+        version, header_length, algorithm, _reserved, header_id, base_seq, dictionary_id = struct.unpack_from("<HHHHQQI", data, 8)
+        if (version, header_length) != (FORMAT_VERSION_ENCRYPTED, SEGMENT_HEADER_LENGTH_ENCRYPTED):
+            raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
+        salt = bytes(data[56:72])
+        if algorithm != self.encryption.algorithm:
+            h.reason = "segment header names algorithm %d, the store's is %d" % (algorithm, self.encryption.algorithm)
+        elif bytes(data[40:56]) != self.encryption.store_id:
+            h.reason = "another store's segment (its store id is not the store's)"
+        elif not self.encryption.cipher(salt).tag_holds(0, data[88:104], data[0:88]):
+            h.reason = "segment header tag does not hold"
+        elif header_id != segment_id:
+            h.reason = "segment header says id %d (a renamed or swapped segment)" % header_id
+        elif base_seq > MAX_SEQ:
+            # Not in the list of "Segment header, version 3"; damage as in versions 1 and 2.
+            h.reason = "segment header base seq above 2^63-1"
+        elif dictionary_id > MAX_SEGMENT_ID:
+            # As a version 2 header's dictionary id above the limit ("Segment files").
+            h.reason = "segment header names dictionary %d" % dictionary_id
+        else:
+            h.valid = True
+            h.base_seq = base_seq
+            h.salt = salt
+            h.cipher = self.encryption.cipher(salt)
+            if dictionary_id != 0:
+                h.dictionary = (dictionary_id, bytes(data[72:88]))
+        return h
+
+    def active_segment(self, segment_ids, headers):
         """The segment a writer appends to: the highest base seq (ties: highest id); a newest
         segment whose header is not valid can only be one whose creation was torn."""
         best = None
         for segment_id in segment_ids:
-            with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
-                header = f.read(SEGMENT_HEADER_LENGTH)
-            valid = (len(header) == SEGMENT_HEADER_LENGTH and header[:8] == SEGMENT_MAGIC
-                     and crc32c(header, 0, 36) == struct.unpack_from("<I", header, 36)[0]
-                     and struct.unpack_from("<Q", header, 24)[0] <= MAX_SEQ)
-            if not valid:
+            h = headers[segment_id]
+            if not h.valid:
                 if segment_id == segment_ids[-1]:
                     return segment_id
                 continue
-            base_seq = struct.unpack_from("<Q", header, 24)[0]
-            if best is None or (base_seq, segment_id) > best:
-                best = (base_seq, segment_id)
+            if best is None or (h.base_seq, segment_id) > best:
+                best = (h.base_seq, segment_id)
         return best[1] if best else (segment_ids[-1] if segment_ids else None)
 
-    def load_segment(self, segment_id, name, data, last, hint_names):
-        if len(data) < SEGMENT_HEADER_LENGTH:
+    def load_segment(self, segment_id, name, data, last, hint_names, header):
+        hint_name = "%010d.hint" % segment_id
+        has_hint = self.use_hints and hint_name in hint_names
+        if header.short and (last or not header.whole_file):
             if last:
                 # A torn segment creation: a writer rewrites the header; a reader sees no records.
                 self.summary["torn_segment"] = {"file": name, "length": len(data)}
             else:
-                self.damage(name, 0, len(data), "sealed segment shorter than its header")
+                self.damage(name, 0, len(data), "sealed segment shorter than its header", "segment-header")
             return
-        if data[0:8] != SEGMENT_MAGIC or crc32c(data, 0, 36) != struct.unpack_from("<I", data, 36)[0]:
-            # Not a header we can trust at all. Records are self-checking, so scan anyway.
-            self.damage(name, 0, SEGMENT_HEADER_LENGTH, "bad segment header (magic or checksum)")
-        else:
-            version, header_length, dictionary_crc, header_id, base_seq, dictionary_id = struct.unpack_from("<HHIQQI", data, 8)
-            if version not in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) or header_length != SEGMENT_HEADER_LENGTH:
-                raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
-            if base_seq > MAX_SEQ:
-                self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header base seq above 2^63-1")
-            elif version == FORMAT_VERSION_DICTIONARY and not 1 <= dictionary_id <= MAX_SEGMENT_ID:
-                self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header names dictionary %d" % dictionary_id)
-            elif header_id != segment_id:
-                self.damage(name, 0, SEGMENT_HEADER_LENGTH, "segment header says id %d" % header_id)
-            if version == FORMAT_VERSION_DICTIONARY and 1 <= dictionary_id <= MAX_SEGMENT_ID and base_seq <= MAX_SEQ:
-                self.dictionaries[segment_id] = load_dictionary(self.directory, dictionary_id, dictionary_crc)
-        start = SEGMENT_HEADER_LENGTH
+        if header.whole_file and not header.valid:
+            if last and len(data) <= header.length:
+                self.summary["torn_segment"] = {"file": name, "length": len(data)}
+                return
+            # Nothing in it can be told from bytes anyone could have written: none of its records
+            # is read, nor its hint, which is not examined (it names the segment by its header's
+            # salt) and so not reported.
+            self.damage(name, 0, len(data), header.reason, "segment-header")
+            return
+        if not header.valid:
+            self.damage(name, 0, SEGMENT_HEADER_LENGTH, header.reason, "segment-header")
+        elif header.wrong_id is not None:
+            self.damage(name, 16, 24, "segment header says id %d" % header.wrong_id, "segment-header")
+        cipher = header.cipher
+        self.ciphers[segment_id] = cipher
+        if header.dictionary is not None:
+            # Segments naming one dictionary (by id and crc, or id and salt) share what it gives.
+            if header.dictionary not in self.dictionary_files:
+                dictionary_id, check = header.dictionary
+                if self.encryption is None:
+                    found = load_dictionary(self.directory, dictionary_id, check)
+                else:
+                    found = load_dictionary_encrypted(self.directory, dictionary_id, check, self.encryption)
+                self.dictionary_files[header.dictionary] = found
+            self.dictionaries[segment_id] = self.dictionary_files[header.dictionary]
+        start = header.length
         self.pending = []  # batch members waiting for their commit record (FORMAT.md, "Batches")
-        self.settled_end = SEGMENT_HEADER_LENGTH  # where the last record that is not a member ends
-        hint_name = "%010d.hint" % segment_id
-        if self.use_hints and hint_name in hint_names:
+        self.settled_end = header.length  # where the last record that is not a member ends
+        if has_hint:
             with open(os.path.join(self.directory, hint_name), "rb") as f:
                 hint = f.read()
             try:
-                covered, entries = parse_hint(hint, segment_id, len(data))
+                covered, entries = parse_hint(hint, segment_id, len(data), self.encryption, header.salt)
             except Invalid as error:
                 self.summary["hints_ignored"].append({"file": hint_name, "reason": str(error)})
-                # Rule 5, lost tails: a hint whose header holds and covers more than the segment.
-                if len(hint) >= HINT_HEADER_LENGTH and hint[0:8] == HINT_MAGIC \
-                        and crc32c(hint, 0, 44) == struct.unpack_from("<I", hint, 44)[0] \
-                        and struct.unpack_from("<Q", hint, 16)[0] == segment_id:
-                    covered = struct.unpack_from("<Q", hint, 24)[0]
-                    if covered > len(data):
-                        self.damage(name, len(data), covered, "the segment lost its tail")
+                # Rule 5, lost tails: a hint whose header holds (and, encrypted, names this very
+                # segment file) and covers more than the segment.
+                try:
+                    _blocks, hint_segment, covered, _entries, segment_salt, _cipher = hint_header(hint, self.encryption)
+                except Invalid:
+                    pass
+                else:
+                    if hint_segment == segment_id and segment_salt == header.salt and covered > len(data):
+                        self.damage(name, len(data), covered, "the segment lost its tail", "record")
             else:
                 self.summary["hints_used"].append(hint_name)
                 for e in entries:
@@ -616,7 +1028,7 @@ class Reader:
                                  e.record_length, e.value_length, True)
                 self.summary["records_from_hints"] += len(entries)
                 start = covered
-        self.scan(segment_id, name, data, start, last)
+        self.scan(segment_id, name, data, start, last, cipher)
         if self.pending:
             # A batch whose commit record never came: never applied.
             first = min(m[6] for m in self.pending)
@@ -629,13 +1041,29 @@ class Reader:
                     end = tail["end"]
                 self.summary["torn_tail"] = {"file": name, "start": first, "end": end, "reason": "batch without its commit record"}
             else:
-                self.damage(name, first, end, "batch without its commit record")
+                self.damage(name, first, end, "batch without its commit record", "uncommitted-batch")
+        self.merge_uncommitted(name)
 
-    def scan(self, segment_id, name, data, pos, last):
+    def merge_uncommitted(self, name):
+        """Rule 6: one uncommitted-batch range per run of adjacent such records (each was reported
+        alone), in the file's order among its other ranges."""
+        ranges = self.summary["damaged"]
+        mine = sorted((d for d in ranges if d["file"] == name and d["kind"] == "uncommitted-batch"), key=lambda d: d["start"])
+        merged = []
+        for d in mine:
+            if merged and merged[-1]["end"] == d["start"]:
+                merged[-1] = dict(merged[-1], end=d["end"], reason="members and commit record of a batch that is not whole")
+            else:
+                merged.append(d)
+        if len(merged) != len(mine):
+            others = [d for d in ranges if not (d["file"] == name and d["kind"] == "uncommitted-batch")]
+            self.summary["damaged"] = others + merged
+
+    def scan(self, segment_id, name, data, pos, last, cipher):
         end = len(data)
         while pos < end:
             try:
-                r = parse_record(data, pos, end)
+                r = parse_record(data, pos, end, cipher)
             except Invalid as error:
                 reason = str(error)
                 damage_start = pos
@@ -643,7 +1071,7 @@ class Reader:
                 r = None
                 while pos < end:
                     try:
-                        r = parse_record(data, pos, end)
+                        r = parse_record(data, pos, end, cipher)
                         break
                     except Invalid:
                         pos += 1
@@ -656,18 +1084,19 @@ class Reader:
                     # the file here; a read-only reader stops.
                     self.summary["torn_tail"] = {"file": name, "start": damage_start, "end": end, "reason": reason}
                     return
-                self.damage(name, damage_start, pos, reason)
+                self.damage(name, damage_start, pos, reason, "record")
                 if r is None:
                     return
-            self.commit_count = commit_count(data, r) if r.type == TYPE_BATCH else None
+            self.commit_count = commit_count(r) if r.type == TYPE_BATCH else None
             self.receive(r.key, r.seq, r.type, r.flags, r.expires_at, segment_id, r.offset, r.length,
                          r.value_length, False)
             self.commit_count = None
             self.summary["records_scanned"] += 1
             pos += r.length
 
-    def damage(self, name, start, end, reason):
-        self.summary["damaged"].append({"file": name, "start": start, "end": end, "reason": reason})
+    def damage(self, name, start, end, reason, kind):
+        """A damaged range, with one of the kinds of rule 6 of "Reading a store"."""
+        self.summary["damaged"].append({"file": name, "start": start, "end": end, "reason": reason, "kind": kind})
 
     def receive(self, key, seq, rtype, flags, expires_at, segment_id, offset, length, value_length, from_hint):
         """One valid record: applied now, or (a batch member) when its commit record comes."""
@@ -688,8 +1117,8 @@ class Reader:
             else:
                 name = "%010d.cask" % segment_id
                 for m in committed:
-                    self.damage(name, m[6], m[6] + m[7], "member of an incomplete batch")
-                self.damage(name, offset, offset + length, "commit record of an incomplete batch")
+                    self.damage(name, m[6], m[6] + m[7], "member of an incomplete batch", "uncommitted-batch")
+                self.damage(name, offset, offset + length, "commit record of an incomplete batch", "uncommitted-batch")
         elif flags & FLAG_BATCH:
             self.pending.append(args)
             return
@@ -719,11 +1148,11 @@ class Reader:
                 continue
             data = data_by_id[w.segment]
             try:
-                r = parse_record(data, w.offset, len(data))
+                r = parse_record(data, w.offset, len(data), self.ciphers.get(w.segment))
                 if (r.length != w.length or r.key != key or r.seq != w.seq or r.type != w.type
                         or r.flags != w.flags or r.value_length != w.value_length or r.expires_at != w.expires_at):
                     raise Invalid("record at the hinted offset does not match the hint")
-                value = record_value(data, r, self.dictionaries.get(w.segment))
+                value = record_value(r, self.dictionaries.get(w.segment))
             except Invalid as error:
                 name = "%010d.cask" % w.segment
                 self.summary["unreadable"].append({"file": name, "offset": w.offset, "key_hex": key.hex(),
@@ -733,35 +1162,67 @@ class Reader:
             yield key, value, None
 
 
+USAGE = "usage: cask_reader.py DIR [--no-hints] [--json] [--now MILLIS] [--key HEX | --key-file PATH]"
+
+
 def main(argv):
     args = list(argv[1:])
     use_hints = True
     as_json = False
     now_ms = None
     directory = None
+    key_hex = None
+    key_file = None
     while args:
         a = args.pop(0)
         if a == "--no-hints":
             use_hints = False
         elif a == "--json":
             as_json = True
-        elif a == "--now":
+        elif a in ("--now", "--key", "--key-file"):
             if not args:
-                print("--now needs milliseconds since 1970", file=sys.stderr)
+                print("%s needs a value\n%s" % (a, USAGE), file=sys.stderr)
                 return 2
-            now_ms = int(args.pop(0))
+            value = args.pop(0)
+            if a == "--now":
+                now_ms = int(value)
+            elif a == "--key":
+                key_hex = value
+            else:
+                key_file = value
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
         elif directory is None and not a.startswith("--"):
             directory = a
         else:
-            print("usage: cask_reader.py DIR [--no-hints] [--json] [--now MILLIS]", file=sys.stderr)
+            print(USAGE, file=sys.stderr)
             return 2
-    if directory is None:
-        print("usage: cask_reader.py DIR [--no-hints] [--json] [--now MILLIS]", file=sys.stderr)
+    if directory is None or (key_hex is not None and key_file is not None):
+        print(USAGE, file=sys.stderr)
         return 2
-    reader = Reader(directory, use_hints=use_hints, now_ms=now_ms)
+    try:
+        if key_file is not None:
+            key = read_key_file(key_file)
+        elif key_hex is not None:
+            key = parse_key(key_hex, "--key")
+        elif os.environ.get("CASK_KEY"):
+            key = parse_key(os.environ["CASK_KEY"], "CASK_KEY")
+        else:
+            key = None
+    except KeyRefused as error:
+        print("invalid key: %s" % error, file=sys.stderr)
+        return 2
+    except OSError as error:
+        print("cannot read the key file: %s" % error, file=sys.stderr)
+        return 1
+    if key is not None:
+        try:
+            _self_test_xchacha()
+        except ImportError:
+            print("an encrypted store needs the Python package `cryptography` (pip install cryptography)", file=sys.stderr)
+            return 1
+    reader = Reader(directory, use_hints=use_hints, now_ms=now_ms, key=key)
     try:
         reader.load()
     except UnsupportedFormat as error:
@@ -770,6 +1231,9 @@ def main(argv):
     except InvalidStore as error:
         print("not a valid store: %s" % error, file=sys.stderr)
         return 2
+    except KeyRefused as error:
+        print("key refused: %s" % error, file=sys.stderr)
+        return 3
     except OSError as error:
         print("cannot read the store: %s" % error, file=sys.stderr)
         return 1
@@ -788,6 +1252,8 @@ def main(argv):
         print(json.dumps(s, sort_keys=True), file=sys.stderr)
     else:
         err = sys.stderr
+        if s["encrypted"]:
+            print("encrypted: %s" % s["algorithm"], file=err)
         print("segments: %d" % s["segments"], file=err)
         print("records: %d (%d from hints, %d scanned)" % (s["records"], s["records_from_hints"], s["records_scanned"]), file=err)
         print("live keys: %d" % live, file=err)
@@ -795,7 +1261,7 @@ def main(argv):
         for h in s["hints_ignored"]:
             print("hint ignored: %s: %s" % (h["file"], h["reason"]), file=err)
         for d in s["damaged"]:
-            print("damaged: %s bytes %d..<%d (%d bytes): %s" % (d["file"], d["start"], d["end"], d["end"] - d["start"], d["reason"]), file=err)
+            print("damaged (%s): %s bytes %d..<%d (%d bytes): %s" % (d["kind"], d["file"], d["start"], d["end"], d["end"] - d["start"], d["reason"]), file=err)
         if s["torn_tail"]:
             t = s["torn_tail"]
             print("torn tail: %s bytes %d..<%d (a writer would cut here): %s" % (t["file"], t["start"], t["end"], t["reason"]), file=err)

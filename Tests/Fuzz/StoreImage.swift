@@ -5,8 +5,9 @@ import Foundation
 /// An image is a run of entries, each `kind: u8, id: u8, length: u16 LE, bytes[length]`
 /// (a last entry shorter than its length keeps what is there). `kind % 4` names the file:
 /// 0 the segment `id % 8 + 1`, 1 its hint file, 2 the `COMPACTION` manifest (or, with `id` ≥ 128,
-/// the dictionary `id % 8 + 1`), 3 a leftover `.tmp` of that segment. A later entry for the same
-/// file replaces an earlier one.
+/// the dictionary `id % 8 + 1`; with `id` in 64 ..< 128, the `ENCRYPTION` file of an encrypted
+/// store), 3 a leftover `.tmp` of that segment. A later entry for the same file replaces an
+/// earlier one. (Each range was added without changing what the earlier inputs mean.)
 enum StoreImage {
     static func files(in image: UnsafeRawBufferPointer) -> [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]
@@ -54,13 +55,14 @@ enum StoreImage {
         switch kind {
         case 0: return SegmentName.segment(id)
         case 1: return SegmentName.hint(id)
-        case 2: return idByte >= 128 ? SegmentName.dictionary(id) : CompactionManifest.fileName
+        case 2: return idByte >= 128 ? SegmentName.dictionary(id) : idByte >= 64 ? EncryptionFile.fileName : CompactionManifest.fileName
         default: return SegmentName.segment(id) + ".tmp"
         }
     }
 
     /// The kind and id byte of a file's entry.
     private static func entry(forName name: String) -> (UInt8, UInt8)? {
+        if name == EncryptionFile.fileName { return (2, 64) }
         for idByte in [UInt8](0..<8) + [UInt8](128..<136) {
             for kind in UInt8(0)...3 where self.name(kind: kind, idByte: idByte) == name {
                 return (kind, kind == 2 && idByte < 128 ? 0 : idByte)

@@ -4,8 +4,11 @@ import Glibc
 #endif
 
 // libFuzzer target: an arbitrary directory image (segments, hint files, dictionaries, a compaction
-// manifest, leftover temporaries; see `StoreImage`) goes through everything that reads a store from disk:
-// verification, a read-only open, a repairing open, a compaction and a reopen.
+// manifest, leftover temporaries, an ENCRYPTION file; see `StoreImage`) goes through everything that
+// reads a store from disk: verification, a read-only open, a repairing open, a compaction and a reopen.
+// An image with an ENCRYPTION file is an encrypted store, read with the fixed `fuzzKey` its seeds
+// were written with (the fuzzing build's checksums are zero, its tags are real: a mutation of sealed
+// bytes or of what a tag authenticates is damage the readers must report, not read).
 //
 // Nothing may crash, hang or allocate without bound, and on every input: a compaction does not
 // change what the store reads; what a store read before `close()` it reads again after a reopen;
@@ -21,6 +24,14 @@ private let directory: String = {
 
 private let probeKey = Array("fuzz/probe".utf8)
 private let probeValue = [UInt8](repeating: 0x5A, count: 300)
+
+/// The key of every encrypted image (its seeds are written with it).
+private let fuzzKey = try! EncryptionKey((0..<32).map { UInt8(truncatingIfNeeded: 0xC5 &+ $0 &* 11) })
+
+/// How the images' stores are opened: with the fixed key when the image has an ENCRYPTION file.
+private func storeEncryption(of files: [String: [UInt8]]) -> Encryption {
+    files[EncryptionFile.fileName] != nil ? .key(fuzzKey) : .none
+}
 
 enum StoreImageFuzzer {
     static func run(_ image: UnsafeRawBufferPointer) {
@@ -42,11 +53,14 @@ enum StoreImageFuzzer {
 }
 
 private func runStoreImage(_ image: UnsafeRawBufferPointer) {
-    StoreImage.materialize(StoreImage.files(in: image), in: directory)
-    let verification = Result { () throws(CaskError) in try CaskStore.verify(at: directory) }
+    let files = StoreImage.files(in: image)
+    StoreImage.materialize(files, in: directory)
+    let encryption = storeEncryption(of: files)
+    let verification = Result { () throws(CaskError) in try CaskStore.verify(at: directory, encryption: encryption) }
     trace("verify: \(verification)")
 
     var readOnly = CaskStore.Options(durability: .buffered, readOnly: true)
+    readOnly.encryption = encryption
     readOnly.createIfMissing = false
     if let store = try? CaskStore.open(at: directory, options: readOnly) {
         _ = contents(of: store)
@@ -54,6 +68,7 @@ private func runStoreImage(_ image: UnsafeRawBufferPointer) {
     }
 
     var writable = CaskStore.Options(durability: .buffered)
+    writable.encryption = encryption
     writable.createIfMissing = false
     writable.automaticCompaction = false
     writable.maxSegmentSize = 16 << 10
@@ -92,14 +107,15 @@ private func runStoreImage(_ image: UnsafeRawBufferPointer) {
     }
     try? reopened.close()
 
-    checkRepair(of: image, hintsAgree: trustedDisagreeingHints.isEmpty)
+    checkRepair(of: image, hintsAgree: trustedDisagreeingHints.isEmpty, encryption: encryption)
 }
 
 /// The offline repair of the original image: afterwards the store verifies clean and, when the hints
 /// the open trusted agree with their segments, reads what a writer read before the repair.
-private func checkRepair(of image: UnsafeRawBufferPointer, hintsAgree: Bool) {
+private func checkRepair(of image: UnsafeRawBufferPointer, hintsAgree: Bool, encryption: Encryption) {
     StoreImage.materialize(StoreImage.files(in: image), in: directory)
     var writable = CaskStore.Options(durability: .buffered)
+    writable.encryption = encryption
     writable.createIfMissing = false
     writable.automaticCompaction = false
     guard let store = try? CaskStore.open(at: directory, options: writable) else { return }
@@ -109,10 +125,10 @@ private func checkRepair(of image: UnsafeRawBufferPointer, hintsAgree: Bool) {
     let backup = directory + "-backup"
     try? FileManager.default.removeItem(atPath: backup)
     defer { try? FileManager.default.removeItem(atPath: backup) }
-    let repair = Result { () throws(CaskError) in try CaskStore.repair(at: directory, backupDirectory: backup) }
+    let repair = Result { () throws(CaskError) in try CaskStore.repair(at: directory, backupDirectory: backup, encryption: encryption) }
     trace("repair: \(repair)")
     guard case .success = repair else { return }
-    guard let verification = try? CaskStore.verify(at: directory) else { fatalError("a repaired store does not verify") }
+    guard let verification = try? CaskStore.verify(at: directory, encryption: encryption) else { fatalError("a repaired store does not verify") }
     if !verification.isClean { fatalError("a repaired store still has damage: \(verification)") }
     guard let repaired = try? CaskStore.open(at: directory, options: writable) else {
         fatalError("a repaired store does not open")
@@ -232,6 +248,71 @@ private let seedStores: [(String, (String) throws -> Void)] = [
         let deadline = Date().addingTimeInterval(120)
         while store.dictionaryForNewSegments == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         precondition(store.dictionaryForNewSegments != nil, "the dictionary seed's store trained no dictionary")
+        for m in 0..<40 { try store.put(Array("user/\(m)".utf8), profile(n + m)) }
+        _ = try store.compact()
+        try store.put("after", profile(1))
+        try store.close()
+    }),
+    ("encrypted", { directory in
+        // ChaCha20-Poly1305 under fuzzKey: segments of 4 KiB with their version 2 hints, records of
+        // every shape (raw and LZ4, a batch with a delete, expiries, deletes). (The target compacts
+        // every image; the encrypted dictionary seed holds a compaction's outputs.)
+        var options = CaskStore.Options(durability: .buffered)
+        options.maxSegmentSize = 4096
+        options.automaticCompaction = false
+        options.encryption = .key(fuzzKey, algorithm: .xchacha20poly1305)
+        let store = try CaskStore.open(at: directory, options: options)
+        for index in 0..<36 {
+            let value = index % 2 == 0
+                ? [UInt8](repeating: UInt8(index), count: 150)
+                : (0..<150).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+            try store.put(Array("session/\(index % 14)".utf8), value)
+        }
+        var batch = WriteBatch()
+        for index in 0..<3 { batch.put(Array("draft/\(index)".utf8), Array("text \(index)".utf8)) }
+        batch.delete("session/3")
+        try store.write(batch)
+        try store.put(Array("expired".utf8), Array("gone".utf8), expiresAtMilliseconds: 1)
+        try store.put(Array("expires-later".utf8), Array("kept".utf8), expiresAtMilliseconds: 1 << 50)
+        _ = try store.delete("session/5")
+        try store.put("last", Array("plain".utf8))
+        try store.close()
+    }),
+    ("encrypted-aes", { directory in
+        // AES-256-GCM (the seeds are written on a CPU with AES-NI; an image of it opens where
+        // libsodium runs AES-256-GCM): two segments with hints, a delete.
+        precondition(EncryptionAlgorithm.aes256gcm.isAvailable, "writing the encrypted-aes seed needs AES-NI")
+        var options = CaskStore.Options(durability: .buffered)
+        options.maxSegmentSize = 4096
+        options.automaticCompaction = false
+        options.encryption = .key(fuzzKey, algorithm: .aes256gcm)
+        let store = try CaskStore.open(at: directory, options: options)
+        for index in 0..<30 { try store.put(Array("k\(index % 12)".utf8), (0..<140).map { UInt8(truncatingIfNeeded: $0 &+ index) }) }
+        _ = try store.delete("k7")
+        try store.close()
+    }),
+    ("encrypted-dictionary", { directory in
+        // The dictionary seed's store, encrypted: a version 2 dictionary file that version 3
+        // segments name by id and salt, records compressed against it and sealed, a compaction.
+        var options = CaskStore.Options(durability: .buffered)
+        options.maxSegmentSize = 60 << 10
+        options.automaticCompaction = false
+        options.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 32 << 10)
+        options.encryption = .key(fuzzKey, algorithm: .xchacha20poly1305)
+        let store = try CaskStore.open(at: directory, options: options)
+        func profile(_ n: Int) -> [UInt8] {
+            Array(#"{"id":\#(n * 7919 % 10007),"name":"user \#(n % 13)","email":"u\#(n)@example.com","tags":["swift","cask"],"city":"Kyoto"}"#.utf8)
+        }
+        var n = 0, sampled = 0
+        while sampled < 32 << 10 {
+            let value = profile(n)
+            try store.put(Array("user/\(n % 90)".utf8), value)
+            sampled += value.count
+            n += 1
+        }
+        let deadline = Date().addingTimeInterval(120)
+        while store.dictionaryForNewSegments == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        precondition(store.dictionaryForNewSegments != nil, "the encrypted dictionary seed's store trained no dictionary")
         for m in 0..<40 { try store.put(Array("user/\(m)".utf8), profile(n + m)) }
         _ = try store.compact()
         try store.put("after", profile(1))
