@@ -302,4 +302,27 @@ final class EncryptionDamageTests: XCTestCase {
             XCTAssertTrue(try CaskStore.verify(at: store.path, encryption: .key(key)).isClean, damage)
         }
     }
+
+    /// The active segment is chosen among headers that authenticate: a sealed segment whose header
+    /// was given a higher base seq (its checksum made right, its tag then failing) does not become
+    /// the active one, so the real active segment's torn tail is still cut, not kept as damage.
+    func testAForgedBaseSeqDoesNotChooseTheActiveSegment() throws {
+        let store = TemporaryDirectory("cask-encrypted")
+        defer { store.remove() }
+        let model = try fill(store, prefix: "k", count: 300)
+        let names = try segments(store)
+        let (sealed, active) = (store.appending(names[0]), store.appending(names.last!))
+        var forged = try StoreFiles.read(sealed)
+        forged.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 24, as: UInt64.self) }
+        let crc = CRC32C.checksum(of: forged[0..<104])
+        forged.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: 104, as: UInt32.self) }
+        try StoreFiles.write(sealed, forged)
+        try StoreFiles.write(active, try StoreFiles.read(active) + [0x42, 0x17, 0x99])  // a torn write
+        let opened = try CaskStore.open(at: store.path, options: EncryptionTests.options())
+        XCTAssertEqual(opened.recoveryReport.truncations.map(\.file), [active], "\(opened.recoveryReport)")
+        XCTAssertEqual(opened.recoveryReport.damagedRanges.map(\.file), [sealed], "\(opened.recoveryReport)")
+        XCTAssertEqual(opened.recoveryReport.damagedRanges.first?.kind, .segmentHeader)
+        for (key, value) in model { if let read = try? opened.get(key) { XCTAssertEqual(read, value) } }
+        try opened.close()
+    }
 }

@@ -190,7 +190,7 @@ final class ReaderAgreementTests: XCTestCase {
             _ = try store.compact()
             try store.put("k2", Array("after".utf8))
         }
-        let listing = try StoreDirectory(listing: directory.path, fileSystem: PosixFileSystem())
+        let listing = try StoreDirectory(listing: directory.path, encryption: nil, fileSystem: PosixFileSystem())
         let active = try XCTUnwrap(listing.activeSegmentID)
         let sealed = try XCTUnwrap(listing.segmentIDs.last)
         XCTAssertLessThan(active, sealed, "the compaction output has the higher id")

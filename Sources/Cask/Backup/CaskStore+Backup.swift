@@ -99,7 +99,7 @@ extension CaskStore {
         var snapshot = listed.snapshot
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         for file in listed.files {
-            headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, fileSystem: fileSystem)))
+            headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, encryption: encryption, fileSystem: fileSystem)))
         }
         let active = listed.files.last.map { StoreDirectory.activeSegment(among: headers, newest: $0.id) }
         for file in listed.files {

@@ -59,7 +59,9 @@ package struct StoreDirectory {
 
     /// Lists the store directory at `path`. Throws when it cannot be listed (missing, not a
     /// directory, unreadable); a segment whose header cannot be read is left for its reader to report.
-    package init(listing path: String, fileSystem: any FileSystem) throws(CaskError) {
+    /// `encryption`: an encrypted store's, whose segment headers count for the active segment only
+    /// when they authenticate (nobody without the key can then choose it).
+    package init(listing path: String, encryption: StoreEncryption?, fileSystem: any FileSystem) throws(CaskError) {
         self.path = path
         var names: [String]
         var attempts = 0
@@ -96,7 +98,7 @@ package struct StoreDirectory {
         let present = Set(segments), retired = Set(retiredIDs)
         hintedIDs = Set(hints.filter { present.contains($0) })
         orphanHintIDs = hints.filter { !present.contains($0) && !retired.contains($0) }.sorted()
-        activeSegmentID = try Self.activeSegment(of: segments, directory: self, fileSystem: fileSystem)
+        activeSegmentID = try Self.activeSegment(of: segments, directory: self, encryption: encryption, fileSystem: fileSystem)
     }
 
     // MARK: Names
@@ -190,7 +192,9 @@ package struct StoreDirectory {
     /// Throws when a segment cannot be opened or read (deciding without it could make another
     /// segment the active one, whose end a writer's open would then cut); one that a compaction
     /// removed since the listing is left out.
-    private static func activeSegment(of ids: [UInt64], directory: StoreDirectory, fileSystem: any FileSystem) throws(CaskError) -> UInt64? {
+    private static func activeSegment(
+        of ids: [UInt64], directory: StoreDirectory, encryption: StoreEncryption?, fileSystem: any FileSystem
+    ) throws(CaskError) -> UInt64? {
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         for id in ids {
             let path = directory.segmentPath(id)
@@ -199,8 +203,7 @@ package struct StoreDirectory {
                 if error == .noEntry { continue }
                 throw CaskError.from(error, operation: "open", path: path, reading: true)
             }
-            // Checksums only, for an encrypted header too: whoever reads the segment authenticates it.
-            headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, fileSystem: fileSystem)))
+            headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, encryption: encryption, fileSystem: fileSystem)))
         }
         return ids.last.flatMap { activeSegment(among: headers, newest: $0) }
     }

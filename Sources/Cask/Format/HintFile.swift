@@ -273,7 +273,7 @@ package enum HintFile {
             let crc = bytes.readLittleEndian(at: position + 12, as: UInt32.self)
             position += blockHeaderLength
             guard rawLength > 0, rawLength <= maxBlockLength, storedLength > tagLength, storedLength <= bytes.count - position,
-                  codec <= 1, codec == 1 || storedLength == rawLength + tagLength
+                  codec <= 1, codec == 1 ? storedLength <= LZ4Compressor.bound(rawLength) + tagLength : storedLength == rawLength + tagLength
             else { return nil }
             var stored = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + storedLength)])
             position += storedLength

@@ -192,9 +192,14 @@ package struct SegmentHeader: Equatable, Sendable {
 }
 
 extension SegmentHeader {
-    /// The base seq a header declares when its checksum holds (of any version; an encrypted one is
-    /// not authenticated): what the listing needs to find the active segment. Nil for an invalid header.
-    package static func declaredBaseSeq(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+    /// The base seq a header declares when its checksum holds (of any version), and in an encrypted
+    /// store (`encryption`) when it is a version 3 header that authenticates: what the listing needs
+    /// to find the active segment. Nil for an invalid header.
+    package static func declaredBaseSeq(_ bytes: UnsafeRawBufferPointer, encryption: StoreEncryption?) -> UInt64? {
+        if encryption != nil {
+            guard case .success(let (header, _)) = decode(bytes, encryption: encryption) else { return nil }
+            return header.baseSeq
+        }
         guard bytes.count >= length, bytes.prefix(8).elementsEqual(magic) else { return nil }
         let headerLength = bytes.readLittleEndian(at: 8, as: UInt16.self) == versionEncrypted ? encryptedLength : length
         guard bytes.count >= headerLength, bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
@@ -204,8 +209,10 @@ extension SegmentHeader {
         return baseSeq <= Limits.maxSeq ? baseSeq : nil
     }
 
-    /// ``declaredBaseSeq(_:)`` of the segment open as `fd`. Throws only when the read fails.
-    package static func readDeclaredBaseSeq(fd: Int32, path: String, fileSystem: any FileSystem) throws(CaskError) -> UInt64? {
+    /// ``declaredBaseSeq(_:encryption:)`` of the segment open as `fd`. Throws only when the read fails.
+    package static func readDeclaredBaseSeq(
+        fd: Int32, path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
+    ) throws(CaskError) -> UInt64? {
         var bytes = [UInt8](repeating: 0, count: encryptedLength)
         let count: Int
         do {
@@ -213,7 +220,7 @@ extension SegmentHeader {
         } catch {
             throw CaskError.io(operation: "pread", path: path, errno: error)
         }
-        return bytes[0..<count].withUnsafeBytes { declaredBaseSeq($0) }
+        return bytes[0..<count].withUnsafeBytes { declaredBaseSeq($0, encryption: encryption) }
     }
 
     /// Reads and decodes the header of the segment open as `fd` (through the file-system seam).

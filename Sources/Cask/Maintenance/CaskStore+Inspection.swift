@@ -27,7 +27,7 @@ extension CaskStore {
         case .none: throw CaskError.io(operation: "inspect", path: directory, errno: .noEntry)
         }
         let storeEncryption = try StoreEncryption.open(directory: directory, requested: encryption, creating: false, fileSystem: fileSystem)
-        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        let listing = try StoreDirectory(listing: directory, encryption: storeEncryption, fileSystem: fileSystem)
         for id in segment.map({ [$0] }) ?? listing.segmentIDs {
             let path = listing.segmentPath(id)
             let outcome = try SegmentReader.read(

@@ -48,7 +48,7 @@ extension StoreRepair {
     }
 
     func makePlan(lockHeld: Bool, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) -> Plan {
-        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
         var plan = Plan(report: RepairReport(directory: directory))
         plan.report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
         func change(_ kind: RepairReport.Change.Kind, _ name: String, _ reason: String) throws(CaskError) {

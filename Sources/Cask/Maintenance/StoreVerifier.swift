@@ -54,7 +54,7 @@ package struct StoreVerifier {
         }
         let encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
         let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)
-        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
         var report = VerificationReport(directory: directory)
         report.ignoredFiles = listing.strays.map { "\(path($0.name)): \($0.reason)" }
             + listing.retiredIDs.map { "\(listing.segmentPath($0)): replaced by a compaction the COMPACTION manifest records; the next writable open removes it" }

@@ -75,7 +75,7 @@ package struct StoreRecovery {
     }
 
     private func runOnce() throws(CaskError) -> Result {
-        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
         if writable {
             for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
         }

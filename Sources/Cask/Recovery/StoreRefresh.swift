@@ -49,7 +49,7 @@ struct StoreRefresh {
 
     /// The plan, given the segments the handle holds, where it read each to, and the highest seq it knows.
     func plan(known: [UInt64: SegmentFile], ends: [UInt64: Int64], maxSeq: UInt64) throws(CaskError) -> Outcome {
-        let listing = try StoreDirectory(listing: directory, fileSystem: fileSystem)
+        let listing = try StoreDirectory(listing: directory, encryption: dictionaries.encryption, fileSystem: fileSystem)
         let listed = Set(listing.segmentIDs)
         if let gone = known.keys.sorted().first(where: { !listed.contains($0) }) {
             return .reload("segment \(gone) was removed (a compaction)")
