@@ -175,7 +175,8 @@ final class EncryptionDamageTests: XCTestCase {
         let plain = TemporaryDirectory("cask-plain")
         defer { plain.remove() }
         let plainStore = try CaskStore.open(at: plain.path, options: .manualCompaction())
-        try plainStore.put("theirs/plain", [1])
+        var noise = SeededGenerator(seed: 9)
+        try plainStore.put("theirs/plain", noise.bytes(200))  // longer than a header: not a torn creation
         try plainStore.close()
         try FileManager.default.copyItem(atPath: plain.appending(SegmentName.segment(1)), toPath: store.appending(planted))
         try assertRefused(planted, "a plain segment")
