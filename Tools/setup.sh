@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev) and zstd's
-# dictionary trainer (libzstd-dev), and libsodium (libsodium-dev) for encryption at rest.
+# dictionary trainer (libzstd-dev), and libsodium (libsodium-dev) for encryption at rest; for the
+# tests' second reader, Python's `cryptography` package.
 # Idempotent: does nothing when it is already there. Usage: Tools/setup.sh
 set -euo pipefail
 
@@ -18,3 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 command -v swift >/dev/null 2>&1 || { echo "setup: the Swift 6 toolchain (swift) is not on PATH" >&2; exit 1; }
+# The second reader (Tests/FormatReader) decrypts encrypted stores with Python's `cryptography`.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import cryptography" >/dev/null 2>&1; then
+    echo "setup: installing the Python package cryptography" >&2
+    python3 -m pip install -q cryptography >/dev/null
+fi
