@@ -14,10 +14,16 @@ enum PlainCask: CaskFlavor {
 }
 
 /// Cask with `Options.encryption = .key(…)` (a fixed key), with the algorithm a new store gets on
-/// this CPU (AES-256-GCM where it has AES-NI): the same workloads side by side with `cask`.
+/// this CPU (AES-256-GCM where it has AES-NI), or the one `CASK_BENCH_ALGORITHM` names
+/// (`xchacha20poly1305`, to see what a CPU without AES-NI pays): the same workloads side by side with `cask`.
 enum EncryptedCask: CaskFlavor {
     static var name: String { "cask-encrypted" }
-    static var encryption: Encryption { .key(Array(0..<32).map { UInt8($0) }) }
+    static var encryption: Encryption {
+        let named = ProcessInfo.processInfo.environment["CASK_BENCH_ALGORITHM"].flatMap { name in
+            EncryptionAlgorithm.allCases.first { "\($0)".lowercased().replacingOccurrences(of: "-", with: "") == name.lowercased() }
+        }
+        return .key(Array(0..<32).map { UInt8($0) }, algorithm: named)
+    }
 }
 
 /// Cask as users get it (``PlainCask``).
