@@ -101,20 +101,27 @@ final class EncryptionNonceTests: XCTestCase {
                 try store.close()
                 store = try CaskStore.open(at: path, options: options)
             case 900..<950:
-                // A crash: the files as they are now (everything written), the newest segment cut at
-                // a random byte; the next open cuts the torn tail and writes on.
+                // A crash: the files as they are now (everything written), the active segment cut at
+                // a random byte; the next open cuts the torn tail and writes on. The copy is made
+                // between compactions (a background one writing meanwhile would leave an image no
+                // crash can: a segment copied half written beside its hint copied whole).
                 let image = parent.appending("image")
                 try? FileManager.default.removeItem(atPath: image)
-                try copyFiles(of: path, to: image)
+                let active = try store.compactionGate.withLock { _ in
+                    try copyFiles(of: path, to: image)
+                    return store.writer!.withLock { SegmentName.segment($0.active.id) }
+                }
                 try store.close()
                 try FileManager.default.removeItem(atPath: path)
                 try FileManager.default.moveItem(atPath: image, toPath: path)
-                let newest = try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix(".cask") }.sorted().last!
-                var bytes = try StoreFiles.read(path + "/" + newest)
+                var bytes = try StoreFiles.read(path + "/" + active)
                 while bytes.last == 0 { bytes.removeLast() }  // the reserved space
-                if bytes.count > SegmentHeader.encryptedLength {
+                // A segment with a hint (the active one of a reopen that wrote nothing yet: the
+                // close wrote it after syncing the segment) is whole in any crash.
+                let hinted = FileManager.default.fileExists(atPath: path + "/" + active.replacingOccurrences(of: ".cask", with: ".hint"))
+                if bytes.count > SegmentHeader.encryptedLength && !hinted {
                     bytes.removeLast(Int.random(in: 0...min(60, bytes.count - SegmentHeader.encryptedLength), using: &random))
-                    try StoreFiles.write(path + "/" + newest, bytes)
+                    try StoreFiles.write(path + "/" + active, bytes)
                 }
                 store = try CaskStore.open(at: path, options: options)
                 model = try content(of: store)  // what survived: the cut may take the last writes

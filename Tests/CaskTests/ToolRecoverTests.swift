@@ -669,6 +669,37 @@ final class ToolRecoverTests: XCTestCase {
         try assertRepaired(directory, [Array("a".utf8): [1, 2, 3], Array("c".utf8): [7]], "lz4")
     }
 
+    /// A batch's members written after its commit record (found by the store-image fuzzer): the
+    /// reader applies none of them, and the repair must drop them all with the commit record, not
+    /// keep a batch the next verify finds incomplete.
+    func testBatchMembersAfterTheirCommitRecordAreDropped() throws {
+        let root = TemporaryDirectory("cask-recover-batch-order")
+        defer { root.remove() }
+        let directory = root.appending("store")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        func record(_ type: RecordType, _ key: [UInt8], _ value: [UInt8], seq: UInt64, member: Bool = false) -> [UInt8] {
+            var buffer = ByteBuffer(capacity: 4096)
+            _ = key.withUnsafeBytes { key in
+                value.withUnsafeBytes { RecordEncoder().append(type: type, seq: seq, key: key, value: $0, expiresAt: nil, batchMember: member, to: &buffer) }
+            }
+            return buffer.copyBytes()
+        }
+        let first = record(.put, Array("a".utf8), [1], seq: 1)
+        let commit = record(.batch, [2, 0, 0, 0, 0, 0, 0, 0], [2], seq: 4)
+        let members = record(.put, Array("b".utf8), [2], seq: 2, member: true) + record(.put, Array("c".utf8), [3], seq: 3, member: true)
+        let last = record(.put, Array("d".utf8), [4], seq: 5)
+        let header = SegmentHeader(segmentID: 1, baseSeq: 1).encoded()
+        try StoreFiles.write(directory + "/0000000001.cask", header + first + commit + members + last)
+        XCTAssertEqual(try cask(["verify", directory]).status, 65)
+
+        let run = try cask(["recover", directory, "--json"])
+        XCTAssertEqual(run.status, 0, run.out + run.err)
+        XCTAssertEqual(try json(run)["recordsDropped"] as? Int, 3)
+        XCTAssertEqual(try cask(["verify", directory]).status, 0)
+        XCTAssertEqual(try StoreFiles.read(directory + "/0000000001.cask"), header + first + last)
+        try assertRepaired(directory, [Array("a".utf8): [1], Array("d".utf8): [4]], "members after their commit record")
+    }
+
     /// A failure at any I/O call of a repair (the backup, a rewrite, a rename, a sync…) leaves a
     /// store that opens and reads every undamaged key, and a second repair finishes the job.
     func testAFailureAtAnyCallLeavesAStoreThatASecondRepairFinishes() throws {

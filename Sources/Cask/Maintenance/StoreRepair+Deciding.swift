@@ -15,6 +15,9 @@ extension StoreRepair {
         var flags: UInt8
         var seq: UInt64
         var batchFirstSeq: UInt64
+        /// For a commit record read from the segment: the member count its value states (nil for
+        /// one rebuilt from the hint, whose value is the count its seqs give).
+        var batchCount: UInt64?
         /// Nil: copied from the old segment; else the rebuilt bytes.
         var rebuilt: [UInt8]?
         var dropReason: String?
@@ -25,40 +28,20 @@ extension StoreRepair {
     func planSegment(_ segment: SegmentAnalysis, nextSeq: UInt64, into plan: inout Plan) {
         var items = segment.records.map { record in
             Item(offset: record.offset, length: record.length, type: record.type, flags: record.flags, seq: record.seq,
-                 batchFirstSeq: record.batchFirstSeq, dropReason: record.payloadProblem)
+                 batchFirstSeq: record.batchFirstSeq, batchCount: record.batchCount, dropReason: record.payloadProblem)
         }
         var lost = segment.suspected
         for entry in segment.hinted {
             if let bytes = Self.rebuild(entry, sealed: encryption != nil) {
                 items.append(Item(offset: entry.offset, length: entry.length, type: entry.type, flags: entry.flags, seq: entry.seq,
-                                  batchFirstSeq: entry.type == .batch ? Self.littleEndian(entry.key) : 0, rebuilt: bytes))
+                                  batchFirstSeq: entry.type == .batch ? Self.littleEndian(entry.key) : 0, batchCount: nil, rebuilt: bytes))
             } else {
                 lost.append(.init(file: segment.path, offset: entry.offset, type: entry.type, seq: entry.seq, key: entry.key, verified: true))
             }
         }
         items.sort { $0.offset < $1.offset }
 
-        // Records of a batch that never completed were never applied (the reader says which), and go
-        // — unless the hint rebuilt what completes it (its commit record, or a member that was a
-        // delete). A batch is whole when its commit record and every member are there to keep.
-        let unapplied = segment.corrupt.filter { $0.kind == .uncommittedBatch }
-        let kept = Set(items.filter { $0.dropReason == nil && $0.flags & RecordFlags.batchMember != 0 }.map(\.seq))
-        let wholeBatches = items.filter { $0.dropReason == nil && $0.type == .batch }.map { $0.batchFirstSeq..<$0.seq }
-            .filter { batch in batch.allSatisfy { kept.contains($0) } }
-        for index in items.indices where items[index].dropReason == nil {
-            let item = items[index]
-            let whole = item.type == .batch
-                ? wholeBatches.contains(item.batchFirstSeq..<item.seq)
-                : wholeBatches.contains { $0.contains(item.seq) }
-            let isRebuiltPart = item.rebuilt != nil && (item.type == .batch || item.flags & RecordFlags.batchMember != 0)
-            let wasUnapplied = item.rebuilt == nil && unapplied.contains { $0.contains(item.offset, length: item.length) }
-            guard (isRebuiltPart || wasUnapplied) && !whole else { continue }
-            items[index].rebuilt = nil
-            items[index].dropReason = item.type == .batch
-                ? "the commit record of a batch whose members are not all there (never applied)"
-                : "a member of a batch without its commit record (never applied)"
-            items[index].dropKind = .uncommittedBatch
-        }
+        Self.dropUnappliedBatches(&items, tornTail: segment.corrupt.last.flatMap { $0.kind == .tornTail ? $0 : nil })
 
         var dropped = segment.corrupt.filter { $0.kind != .uncommittedBatch && $0.offset < segment.length }.map { range in
             var dropped = range
@@ -68,7 +51,9 @@ extension StoreRepair {
         var pieces: [Piece] = []
         var recordsDropped = 0, recordsRestored = 0
         for item in items {
-            if let reason = item.dropReason {
+            if item.dropKind == .tornTail {
+                continue  // within the torn tail, reported as one range
+            } else if let reason = item.dropReason {
                 dropped.append(DamagedRange(
                     kind: item.dropKind, file: segment.path, segmentID: segment.id,
                     offset: item.offset, length: item.length, reason: "\(item.type) record, seq \(item.seq): \(reason)"))
@@ -158,6 +143,47 @@ extension StoreRepair {
             plan.backupFiles.append(hintName)
         }
         if repair.rewrite != nil || repair.truncateTo != nil || repair.hintChange != nil { plan.segments.append(repair) }
+    }
+
+    /// Drops what the reader would not apply once the segment is rewritten (``BatchAssembler``,
+    /// the one statement of the batch rules): among the records kept, in file order, a member
+    /// whose batch does not complete, and the commit record of a batch whose members are not all
+    /// there. A record the hint rebuilt can complete a batch the segment's damage had broken.
+    /// Members inside `tornTail` go with it (the range is reported, not each record). One pass
+    /// decides: a commit record takes its members whether its batch is whole or not.
+    static func dropUnappliedBatches(_ items: inout [Item], tornTail: DamagedRange?) {
+        var assembler = BatchAssembler()
+        var applied = Set<Int>()
+        var indexAt: [Int64: Int] = [:]
+        for index in items.indices where items[index].dropReason == nil {
+            let item = items[index]
+            if item.flags & RecordFlags.batchMember != 0 {
+                indexAt[item.offset] = index
+                assembler.hold(.init(
+                    key: [], type: item.type, seq: item.seq, valueLength: 0, expiresAt: nil,
+                    location: RecordLocation(segmentID: 0, offset: UInt32(truncatingIfNeeded: item.offset), length: 0)))
+                continue
+            }
+            guard item.type == .batch else { continue }
+            switch assembler.commit(firstSeq: item.batchFirstSeq, commitSeq: item.seq, count: item.batchCount) {
+            case .whole(let members):
+                applied.formUnion(members.compactMap { indexAt[Int64($0.location.offset)] })
+            case .incomplete:
+                items[index].rebuilt = nil
+                items[index].dropReason = "the commit record of a batch whose members are not all there (never applied)"
+                items[index].dropKind = .uncommittedBatch
+            }
+        }
+        for index in items.indices where items[index].dropReason == nil && items[index].flags & RecordFlags.batchMember != 0 && !applied.contains(index) {
+            items[index].rebuilt = nil
+            if let tornTail, tornTail.contains(items[index].offset) {
+                items[index].dropReason = ""
+                items[index].dropKind = .tornTail
+            } else {
+                items[index].dropReason = "a member of a batch without its commit record (never applied)"
+                items[index].dropKind = .uncommittedBatch
+            }
+        }
     }
 
     /// The bytes of a record a hint entry describes completely — a delete or a batch commit — or nil.

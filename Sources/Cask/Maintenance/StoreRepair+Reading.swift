@@ -17,8 +17,10 @@ extension StoreRepair {
         var valueLength: Int
         var expiresAt: UInt64?
         var key: [UInt8]
-        /// For a batch commit record: the first seq of its batch.
+        /// For a batch commit record: the first seq of its batch, and the member count its value
+        /// states (0 if the value does not parse, as the reader takes it).
         var batchFirstSeq: UInt64
+        var batchCount: UInt64 = 0
         /// Why the record cannot be read although its checksum holds (a value that does not decompress).
         var payloadProblem: String?
     }
@@ -77,6 +79,7 @@ extension StoreRepair {
                     offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
                     valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
                     batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
+                    batchCount: header.type == .batch ? SegmentReader.memberCount(ofCommit: header, bytes) ?? 0 : 0,
                     payloadProblem: StoreVerifier.payloadProblem(header, bytes, dictionary: dictionary)))
                 meter.advance(to: start + offset + Int64(header.recordLength))
             })

@@ -296,17 +296,22 @@ package struct SegmentReader: ~Copyable {
         settledEnd = offset + Int64(header.recordLength)
         guard header.type == .batch else { return }
         let firstSeq = BatchAssembler.firstSeq(ofCommitKey: UnsafeRawBufferPointer(rebasing: bytes[keyStart..<valueStart]))
-        var valueOffset = valueStart
-        // The value is the member count as a varint, and nothing else (FORMAT.md, "Batches").
-        let valueEnd = valueStart + header.storedLength
-        var count = Varint.read(UnsafeRawBufferPointer(rebasing: bytes[0..<valueEnd]), at: &valueOffset)
-        if valueOffset != valueEnd { count = nil }
+        let count = Self.memberCount(ofCommit: header, bytes)
         switch batch.commit(firstSeq: firstSeq, commitSeq: header.seq, count: count ?? 0) {
         case .whole(let members):
             onBatch(members)
         case .incomplete(let found, let expected):
             damage += Self.incompleteBatch(found: found, expected: expected, commitSeq: header.seq, commitAt: location, count: .some(count), in: path)
         }
+    }
+
+    /// The member count a commit record's value states (FORMAT.md, "Batches": a varint and nothing
+    /// else), nil if the value is not exactly one varint. `bytes`: the whole record, as delivered.
+    package static func memberCount(ofCommit header: RecordHeader, _ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        let valueStart = header.headerLength + header.keyLength, valueEnd = valueStart + header.storedLength
+        var valueOffset = valueStart
+        let count = Varint.read(UnsafeRawBufferPointer(rebasing: bytes[0..<valueEnd]), at: &valueOffset)
+        return valueOffset == valueEnd ? count : nil
     }
 
     /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
