@@ -10,8 +10,9 @@
 #   Tools/fuzz.sh --write-seeds          # regenerate Tests/Fuzz/Corpus from the seed writers
 #
 # The binary is built from Tests/Fuzz/*.swift together with the library's sources, with
-# -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION: checksums are all zero in that build, so mutations
-# reach the parsers behind them (the seeds are written by the same build). New inputs the fuzzer
+# -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION: checksums are all zero in that build and encryption
+# seals nothing (every tag is zero and opens), so mutations reach the parsers behind them (the seeds
+# are written by the same build). New inputs the fuzzer
 # finds go to a scratch corpus (CASK_FUZZ_SCRATCH, default /tmp/cask-fuzz), not into the
 # repository; a crash leaves its input there and the script exits 1. Prints one line per target:
 #   FUZZ target=<name> seconds=<n> runs=<n> coverage=<n> crashes=0
@@ -46,14 +47,15 @@ echo "== building $binary" >&2
 # The library's C files (CRC-32C with the CPU's instruction, `fallocate`; CCaskCPU's prefetch and
 # atomics are headers), then everything else, linked with the system libraries the library uses
 # (Package.swift's system library targets): liblz4, libzstd (the dictionary trainer) and
-# libsodium (encryption at rest).
+# libsodium (encryption at rest). One whole-module compilation on every core: a third quicker
+# than file by file.
 objects=()
 for c in Sources/CCaskCPU/*.c; do
   object="$scratch/$(basename "${c%.c}").o"
   clang -O2 -c "$c" -I Sources/CCaskCPU/include -o "$object"
   objects+=("$object")
 done
-swiftc -sanitize=fuzzer,address -O -parse-as-library -module-name CaskFuzz -package-name cask \
+swiftc -sanitize=fuzzer,address -O -wmo -num-threads "$(nproc)" -parse-as-library -module-name CaskFuzz -package-name cask \
   -D FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -suppress-warnings \
   -I Sources/CLZ4 -llz4 -I Sources/CZstd -lzstd -I Sources/CSodium -lsodium -I Sources/CCaskCPU/include "${objects[@]}" \
   "${sources[@]}" -o "$binary" 2> >(grep -v "Cannot export local symbol" >&2)

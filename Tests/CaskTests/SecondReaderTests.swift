@@ -254,7 +254,10 @@ final class SecondReaderTests: XCTestCase {
     /// hinted segment is covered only in part and the segments after it have none. With `expiries`,
     /// some puts expire (in the past: the key reads as absent; or in 2^50 ms) and the second session
     /// compacts the store half way; `encryption` is the store's.
-    static func makeRandomStore(at directory: String, seed: UInt64, encryption: Encryption = .none, expiries: Bool = false) throws -> [[UInt8]: [UInt8]] {
+    /// `operations`: of each of the first two sessions (the third writes 40, without hints).
+    static func makeRandomStore(
+        at directory: String, seed: UInt64, encryption: Encryption = .none, expiries: Bool = false, operations sessionOperations: Int = 2000
+    ) throws -> [[UInt8]: [UInt8]] {
         var rng = SeededGenerator.fromEnvironment(fallback: seed)
         print("SecondReaderTests random store seed \(rng.seed) (set CASK_TEST_SEED to replay)")
         var model: [[UInt8]: [UInt8]] = [:]
@@ -287,7 +290,7 @@ final class SecondReaderTests: XCTestCase {
             options.writeHints = session < 2
             options.encryption = encryption
             let store = try CaskStore.open(at: directory, options: options)
-            let operations = session == 2 ? 40 : 2000
+            let operations = session == 2 ? 40 : sessionOperations
             for operation in 0..<operations {
                 let key = keys[Int.random(in: 0..<keys.count, using: &rng)]
                 if expiries {
@@ -717,7 +720,8 @@ extension SecondReaderTests {
         for algorithm in try Self.checkAlgorithms() {
             let original = TemporaryDirectory("cask-second-reader-encrypted-damage")
             let encryption = Encryption.key(Self.storeKey, algorithm: algorithm)
-            let model = try Self.makeRandomStore(at: original.path, seed: 0xDA4A_0E4C, encryption: encryption, expiries: true)
+            // A smaller store than the other tests' (each scenario below has both readers read it twice).
+            let model = try Self.makeRandomStore(at: original.path, seed: 0xDA4A_0E4C, encryption: encryption, expiries: true, operations: 700)
             let ids = try StoreFiles.segmentIDs(in: original.path)
             let hinted = ids.dropLast().filter { FileManager.default.fileExists(atPath: StoreFiles.hintPath(original.path, $0)) }
             XCTAssertGreaterThan(hinted.count, 6, "\(ids)")

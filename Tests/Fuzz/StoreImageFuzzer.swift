@@ -7,8 +7,8 @@ import Glibc
 // manifest, leftover temporaries, an ENCRYPTION file; see `StoreImage`) goes through everything that
 // reads a store from disk: verification, a read-only open, a repairing open, a compaction and a reopen.
 // An image with an ENCRYPTION file is an encrypted store, read with the fixed `fuzzKey` its seeds
-// were written with (the fuzzing build's checksums are zero, its tags are real: a mutation of sealed
-// bytes or of what a tag authenticates is damage the readers must report, not read).
+// were written with (the fuzzing build's checksums and tags are zero and its cipher is the identity:
+// a mutation reaches the parsers of what a tag covers, as in a plain image).
 //
 // Nothing may crash, hang or allocate without bound, and on every input: a compaction does not
 // change what the store reads; what a store read before `close()` it reads again after a reopen;
