@@ -107,10 +107,11 @@ final class EncryptionNonceTests: XCTestCase {
                 // crash can: a segment copied half written beside its hint copied whole).
                 let image = parent.appending("image")
                 try? FileManager.default.removeItem(atPath: image)
-                let active = try store.compactionGate.withLock { _ in
+                let activeID = try store.compactionGate.withLock { _ in
                     try copyFiles(of: path, to: image)
-                    return store.writer!.withLock { SegmentName.segment($0.active.id) }
+                    return store.writer!.withLock { $0.active.id }
                 }
+                let active = SegmentName.segment(activeID)
                 try store.close()
                 try FileManager.default.removeItem(atPath: path)
                 try FileManager.default.moveItem(atPath: image, toPath: path)
@@ -118,7 +119,7 @@ final class EncryptionNonceTests: XCTestCase {
                 while bytes.last == 0 { bytes.removeLast() }  // the reserved space
                 // A segment with a hint (the active one of a reopen that wrote nothing yet: the
                 // close wrote it after syncing the segment) is whole in any crash.
-                let hinted = FileManager.default.fileExists(atPath: path + "/" + active.replacingOccurrences(of: ".cask", with: ".hint"))
+                let hinted = FileManager.default.fileExists(atPath: path + "/" + SegmentName.hint(activeID))
                 if bytes.count > SegmentHeader.encryptedLength && !hinted {
                     bytes.removeLast(Int.random(in: 0...min(60, bytes.count - SegmentHeader.encryptedLength), using: &random))
                     try StoreFiles.write(path + "/" + active, bytes)
