@@ -146,7 +146,7 @@ package struct StoreRecovery {
 
     /// The entry count a hint file's header declares, if the header's checksum holds; capped at what
     /// a segment of `segmentLength` bytes could hold (9 bytes is the smallest record).
-    private static func declaredEntries(_ hint: UnsafeRawBufferPointer, segmentLength: Int64) -> Int? {
+    static func declaredEntries(_ hint: UnsafeRawBufferPointer, segmentLength: Int64) -> Int? {
         HintFile.declaredSummary(hint).map { Int(min($0.entryCount, UInt64(segmentLength / 9))) }
     }
 
@@ -158,7 +158,7 @@ package struct StoreRecovery {
         return result
     }
 
-    private func path(_ name: String) -> String { directory + "/" + name }
+    func path(_ name: String) -> String { directory + "/" + name }
 
     private func recoverSegment(id: UInt64, isActive: Bool, hasHint: Bool, into result: inout Result) throws(CaskError) {
         let segmentPath = path(SegmentName.segment(id))
@@ -321,90 +321,8 @@ package struct StoreRecovery {
         result.contentEnds[id] = min(length, outcome.contentEnd)
     }
 
-    private enum HintLoad {
-        /// Applied; the segment bytes it covers, where its last entry that is not a batch member ends,
-        /// and the incomplete batches it lists (damage, as a read of the records would find).
-        case applied(covered: Int64, settled: Int64, damage: [DamagedRange])
-        /// Unusable, and why; the segment is read in full instead. `lostTail`: the hint describes
-        /// more than the segment holds.
-        case invalid(InvalidHint, lostTail: DamagedRange?)
-    }
-
-    /// Applies a hint file, or says why it cannot be used. `sealing`: an encrypted store's, for the segment.
-    private func loadHint(
-        id: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?, into result: inout Result, stats: inout SegmentStats,
-        batch: inout BatchAssembler
-    ) -> HintLoad {
-        let hintPath = path(SegmentName.hint(id)), segmentPath = path(SegmentName.segment(id))
-        let bytes: [UInt8]
-        switch SegmentReader.readHint(of: id, segmentLength: segmentLength, at: hintPath, beyondSegment: false, sealing: sealing, fileSystem: fileSystem) {
-        case .read(let read): bytes = read
-        case .unusable(let invalid):
-            // Unreadable, or too long for this segment; its header alone says whether the segment lost its tail.
-            return .invalid(invalid, lostTail: SegmentReader.lostTail(
-                segmentID: id, path: segmentPath, segmentLength: segmentLength, hintPath: hintPath, sealing: sealing, fileSystem: fileSystem))
-        }
-        var loaded = stats
-        var loadedBatch = batch
-        var incomplete: [DamagedRange] = []
-        var settled = stats.headerBytes
-        let pending = PendingIndexUpdates(index: result.index)
-        let outcome = bytes.withUnsafeBytes { raw in
-            // Size the index for the entries at once rather than growing its way there. Usually the
-            // pre-pass (`hintedEntries`) already did, for every hint; this covers one it could not read.
-            if let entries = Self.declaredEntries(raw, segmentLength: segmentLength) {
-                result.index.reserve(result.index.count + entries)
-            }
-            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: sealing) { entry in
-                let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength))
-                Self.count(seq: entry.seq, valueLength: entry.valueLength, into: &result, stats: &loaded)
-                if entry.flags & RecordFlags.batchMember == 0 { settled = entry.offset + Int64(entry.recordLength) }
-                if entry.flags & RecordFlags.batchMember != 0 {
-                    loadedBatch.hold(.init(
-                        key: Array(entry.key), type: entry.type, seq: entry.seq, valueLength: entry.valueLength,
-                        expiresAt: entry.expiresAt, location: location))
-                } else if entry.type == .batch {
-                    switch loadedBatch.commit(firstSeq: BatchAssembler.firstSeq(ofCommitKey: entry.key), commitSeq: entry.seq) {
-                    case .whole(let members):
-                        for member in members {
-                            member.key.withUnsafeBytes { key in
-                                Self.index(key: key, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
-                                           into: &result, stats: &loaded, pending: pending)
-                            }
-                        }
-                    case .incomplete(let found, let expected):
-                        incomplete += SegmentReader.incompleteBatch(found: found, expected: expected, commitSeq: entry.seq, commitAt: location, count: nil, in: segmentPath)
-                    }
-                } else {
-                    Self.index(key: entry.key, type: entry.type, seq: entry.seq, expiresAt: entry.expiresAt, location: location,
-                               into: &result, stats: &loaded, pending: pending)
-                }
-            }
-            pending.drain { update in
-                Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                      into: &result, stats: &loaded)
-            }
-            return outcome
-        }
-        switch outcome {
-        case .invalid:
-            return bytes.withUnsafeBytes { raw in
-                .invalid(
-                    InvalidHint(file: hintPath, segmentID: id, reason: SegmentReader.refusal(of: raw, segmentID: id, segmentLength: segmentLength, sealing: sealing)),
-                    lostTail: SegmentReader.lostTail(segmentID: id, path: segmentPath, segmentLength: segmentLength, hint: raw, sealing: sealing))
-            }
-        case .inconsistent:
-            result.inconsistentHint = id
-            return .applied(covered: 0, settled: 0, damage: [])
-        case .applied(let summary):
-            stats = loaded
-            batch = loadedBatch
-            return .applied(covered: summary.coveredLength, settled: settled, damage: incomplete)
-        }
-    }
-
     /// Counts one valid record, from a scan or a hint.
-    private static func count(seq: UInt64, valueLength: Int, into result: inout Result, stats: inout SegmentStats) {
+    static func count(seq: UInt64, valueLength: Int, into result: inout Result, stats: inout SegmentStats) {
         result.report.recordsScanned += 1
         stats.noteRecord(seq: seq, valueLength: valueLength)
         if seq >= result.nextSeq { result.nextSeq = seq + 1 }
@@ -413,7 +331,7 @@ package struct StoreRecovery {
     /// Indexes one put or delete (not a batch member held for its commit) through `pending`: at once
     /// (depth 0) or a few records later, in the same order. Static, as are `apply` and `removeLive`,
     /// so that its closures capture no copy of `self` (a retain of each of its references per record).
-    private static func index(
+    static func index(
         key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
         into result: inout Result, stats: inout SegmentStats, pending: PendingIndexUpdates
     ) {
@@ -430,7 +348,7 @@ package struct StoreRecovery {
     }
 
     /// Indexes a record (that is not an uncommitted batch member).
-    private static func apply(
+    static func apply(
         key: UnsafeRawBufferPointer, type: RecordType, seq: UInt64, expiresAt: UInt64?, location: RecordLocation,
         into result: inout Result, stats: inout SegmentStats
     ) {
