@@ -55,6 +55,15 @@ xunit_totals() {
     field() { sed -n "s/.* $1=\"\([0-9]*\)\".*/\1/p" <<<"$summary"; }
     echo "$(field tests) $(( $(field failures) + $(field errors) ))"
 }
+# The tests that failed, named at the end so that the last lines of a long log say which: an xUnit
+# report's test cases with a failure or an error, and XCTest's "Test Case '…' failed" lines.
+failed_in_xunit() {
+    awk '/<testcase / { name = $0; sub(/.*classname="/, "", name); sub(/" name="/, ".", name); sub(/".*/, "", name) }
+         /<(failure|error)/ { print "  " name }' "$1" 2>/dev/null
+}
+failed_in_log() {
+    sed -n "s/.*Test Case '\(.*\)' failed.*/  \1/p" "$1" | sort -u
+}
 read -r main_executed main_failed <<<"$(xunit_totals "$main_xml")"
 read -r tsan_executed tsan_failed <<<"$(totals "$tsan_log")"
 read -r asan_executed asan_failed <<<"$(xunit_totals "$asan_xml")"
@@ -76,6 +85,13 @@ if [[ $((fuzz_passed + fuzz_failed)) -lt 3 ]]; then
     echo "the fuzz targets did not run"
     failed=$((failed + 1))
     status=1
+fi
+if [[ $failed -gt 0 ]]; then
+    echo "failed:"
+    { failed_in_xunit "$main_xml" | sed 's/$/ (debug)/'
+      failed_in_log "$tsan_log" | sed 's/$/ (thread sanitizer)/'
+      failed_in_xunit "$asan_xml" | sed 's/$/ (address sanitizer)/'
+      grep "^FUZZ .* FAILED" "$fuzz_log" | sed 's/^/  /' || true; }
 fi
 echo "$((executed - failed)) passed, $failed failed"
 exit "$status"

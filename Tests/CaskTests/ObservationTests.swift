@@ -117,6 +117,45 @@ final class ObservationTests: XCTestCase {
         XCTAssertEqual(changes.map(\.kind), [.expire])
     }
 
+    /// Two streams opened at once on a store that had none: the second must not discard, as old
+    /// news, an expiry that passed after the first was registered (issue 23, gap 6). The
+    /// interleaving is forced: the state lock is held while stream B is being opened, stream A is
+    /// registered meanwhile (as a first stream that got past its own check would be), and the
+    /// expiry passes before the lock is let go. B used to decide "nobody watches" before waiting
+    /// for the lock, and then took A's notice away.
+    func testASecondFirstStreamDoesNotSwallowANoticeDueToTheFirst() async throws {
+        let dir = TemporaryDirectory("cask-observe-expiry-first")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path)
+        try store.put("session", [1], expiresAfter: .milliseconds(60))
+        let locked = DispatchSemaphore(value: 0)
+        let holder = Thread {
+            store.state.write { _ in
+                locked.signal()
+                Thread.sleep(forTimeInterval: 0.25)
+            }
+        }
+        holder.start()
+        locked.wait()
+        let second = Lock<AsyncStream<CaskStore.Change>?>(nil)
+        let opening = Thread { second.withLock { $0 = store.changes(prefix: [UInt8]()) } }
+        opening.start()
+        try await Task.sleep(for: .milliseconds(30))  // B is waiting for the lock
+        let (first, continuation) = AsyncStream<CaskStore.Change>.makeStream()
+        let id = store.observers.add(ObserverRegistry.Filter(bytes: [], isPrefix: true), continuation)
+        let firstChanges = collect(first)
+        while second.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(10)) }
+        let secondChanges = collect(second.withLock { $0! })
+        try await Task.sleep(for: .milliseconds(200))
+        store.observers.remove(id)
+        continuation.finish()
+        try store.close()
+        let delivered = await firstChanges.value
+        XCTAssertEqual(delivered.map(\.kind), [.expire], "the first stream's notice")
+        XCTAssertEqual(delivered.first?.seq, 1)
+        _ = await secondChanges.value
+    }
+
     /// A compaction that drops an expired record before the expiry timer ran (the timer waits
     /// behind other background work: here, a stalled queue) gives the notice itself; forgotten by
     /// the index, the key would never get one.

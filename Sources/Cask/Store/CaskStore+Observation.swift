@@ -46,13 +46,13 @@ extension CaskStore {
     ) -> AsyncStream<Change> {
         let (stream, continuation) = AsyncStream<Change>.makeStream(bufferingPolicy: bufferingPolicy)
         let registry = observers
-        let wasActive = registry.isActive
-        let next = state.write { shared in
-            // Expiries that passed while nobody watched are not news to a new stream.
-            if !wasActive { _ = shared.expiries.takeNotices(dueBy: Self.nowMilliseconds()) }
-            return shared.expiries.nextNoticeTime()
+        let (id, next) = state.write { shared -> (Int, UInt64?) in
+            // Expiries that passed while nobody watched are not news to a new stream. The check and
+            // the registration share the state lock (the expiry timer takes its notices under it),
+            // so that of two first streams only one discards them, before the other is registered.
+            if !registry.isActive { _ = shared.expiries.takeNotices(dueBy: Self.nowMilliseconds()) }
+            return (registry.add(filter, continuation), shared.expiries.nextNoticeTime())
         }
-        let id = registry.add(filter, continuation)
         continuation.onTermination = { _ in registry.remove(id) }
         if isClosed.load(ordering: .acquiring) { continuation.finish() }
         if let next { scheduleExpiryNotices(at: next) }
