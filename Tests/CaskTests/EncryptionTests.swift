@@ -149,6 +149,7 @@ extension EncryptionTests {
             XCTAssertEqual(report.keys, model.count)
             XCTAssertNil(report.leftBehind)
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path + "/" + SegmentName.rekeyMarker), "the marker goes last")
             var options = CaskStore.Options.manualCompaction()
             options.encryption = to
             let reopened = try CaskStore.open(at: path, options: options)
@@ -169,6 +170,58 @@ extension EncryptionTests {
 }
 
 extension EncryptionTests {
+    /// A rekey killed after its swap leaves the old store beside the new one and a `REKEYED` file
+    /// naming it; the store's next writable open deletes that directory, then the marker. A
+    /// read-only open touches nothing, and a marker naming anything but a real directory beside the
+    /// store, named as a rekey names it, deletes nothing.
+    func testAnOpenFinishesARekeyStoppedAfterItsSwap() throws {
+        let parent = TemporaryDirectory()
+        defer { parent.remove() }
+        let path = parent.appending("store")
+        var options = Self.options(key: Self.key)
+        let store = try CaskStore.open(at: path, options: options)
+        try store.put("k", [1])
+        try store.close()
+        let marker = path + "/" + SegmentName.rekeyMarker
+        func plantOldStore(_ name: String) throws -> String {
+            let old = parent.appending(name)
+            let copy = try CaskStore.open(at: old, options: .manualCompaction())
+            try copy.put("old", [2])
+            try copy.close()
+            try Data((name + "\n").utf8).write(to: URL(fileURLWithPath: marker))
+            return old
+        }
+
+        var old = try plantOldStore("store.cask-rekey-4242-1")
+        options.readOnly = true
+        try CaskStore.open(at: path, options: options).close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: old), "a read-only open deletes nothing")
+        options.readOnly = false
+        var reopened = try CaskStore.open(at: path, options: options)
+        XCTAssertEqual(try reopened.get("k"), [1])
+        try reopened.close()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: old))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent.path), ["store"])
+
+        // A marker naming a directory that is already gone only goes itself.
+        try Data("store.cask-rekey-4242-2\n".utf8).write(to: URL(fileURLWithPath: marker))
+        try CaskStore.open(at: path, options: options).close()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker))
+
+        // Markers that name anything else, or a link, delete nothing.
+        old = try plantOldStore("other")
+        let link = parent.appending("store.cask-rekey-4242-3")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: old)
+        for text in ["other\n", "../other\n", "store.cask-rekey-4242-x\n", "store.cask-rekey-4242-1", "store.cask-rekey-4242-3\n"] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: marker))
+            reopened = try CaskStore.open(at: path, options: options)
+            try reopened.close()
+            XCTAssertTrue(FileManager.default.fileExists(atPath: old + "/0000000001.cask"), text)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: marker), text)
+        }
+    }
+
     /// An app's encrypted store, opened at every launch: each open that writes starts a segment of
     /// its own (no place is sealed twice), and the small-store compaction merges them once there are
     /// more than ``CompactionWatch/segmentsToMerge``, so the files stay few, however many launches.

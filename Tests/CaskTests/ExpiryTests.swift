@@ -41,6 +41,28 @@ final class ExpiryTests: XCTestCase {
         }
     }
 
+    /// Deleting a key whose expiry passed is deleting an absent key: it returns false and writes
+    /// nothing, as for a missing one; before the expiry it is an ordinary delete.
+    func testDeletingAnExpiredKeyIsDeletingAMissingOne() throws {
+        let dir = TemporaryDirectory("cask-expiry-delete")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try store.put("session", [1], expiresAfter: .milliseconds(150))
+        try store.put("live", [2], expiresAfter: .seconds(3600))
+        XCTAssertTrue(try store.delete("live"), "not expired yet")
+        usleep(250_000)
+        let before = try store.statistics().segmentBytes
+        XCTAssertFalse(try store.contains("session"))
+        XCTAssertFalse(try store.delete("session"), "an expired key did not exist")
+        XCTAssertEqual(try store.statistics().segmentBytes, before, "nothing written")
+        XCTAssertFalse(try store.delete("never"))
+        try store.close()
+        let reopened = try CaskStore.open(at: dir.path, options: options())
+        assertAbsent(reopened, "session", "reopened")
+        assertAbsent(reopened, "live", "reopened")
+        try reopened.close()
+    }
+
     func testPutWithoutExpiryMakesTheKeyPermanentAgain() throws {
         let dir = TemporaryDirectory("cask-expiry-permanent")
         let store = try CaskStore.open(at: dir.path, options: options())

@@ -194,7 +194,9 @@ final class ToolEncryptionTests: XCTestCase {
 
         Never replaces anything: when <file> exists, or is a symbolic link (even one to
         nothing), the command refuses and exits 1, since a store encrypted with the key
-        a file held cannot be read without it.
+        a file held cannot be read without it. It also refuses a <file> in a store's
+        directory (one holding a segment or an ENCRYPTION file): whoever has a copy of
+        the store would have its key.
 
         Give the file to --key-file: 'cask put <dir> <key> --key-file <file>' creates an
         encrypted store, 'cask rekey <dir> --new-key-file <file>' encrypts a store or
@@ -232,12 +234,12 @@ final class ToolEncryptionTests: XCTestCase {
 
         A crash before the swap leaves the store as it was, and the new directory beside
         it; after the swap, the store is the new one, and the old one may be left under
-        the .cask-rekey- name (readable with the old key): delete it. The parent
-        directory must be writable and on the same file system. Takes the store's lock,
-        so it refuses (exit 1) while another process has the store open for writing; a
-        reader that has it open goes on reading the old store until it closes it. A
-        store with damage is not rekeyed (exit 65): 'cask recover' it first. Shows
-        progress on standard error.
+        the .cask-rekey- name (readable with the old key) until the store's next open
+        for writing deletes it. The parent directory must be writable and on the same
+        file system. Takes the store's lock, so it refuses (exit 1) while another
+        process has the store open for writing; a reader that has it open goes on
+        reading the old store until it closes it. A store with damage is not rekeyed
+        (exit 65): 'cask recover' it first. Shows progress on standard error.
 
         USAGE: cask rekey <dir> [--key-file <file>] [--new-key-file <file>]
                           [--algorithm <name>] [--decrypt] [--json]
@@ -508,6 +510,7 @@ final class ToolEncryptionTests: XCTestCase {
             (link, "Error: key file \(link) is a symbolic link; keygen neither writes through a link nor replaces one: name a new file\n"),
             (dangling, "Error: key file \(dangling) is a symbolic link; keygen neither writes through a link nor replaces one: name a new file\n"),
             (dir.appending("missing/new.key"), "Error: cannot create key file \(dir.appending("missing/new.key")): No such file or directory\n"),
+            (store + "/store.key", "Error: key file \(store)/store.key would be in a store's directory (it holds 0000000001.cask): whoever copies the store would have its key; name a file outside it\n"),
         ] {
             let refused = try cask(["keygen", path])
             XCTAssertEqual(refused.status, 1, path)

@@ -6,7 +6,8 @@ import CaskTestSupport
 /// `cask rekey` SIGKILLed at random moments: it is as safe to interrupt as a compaction. At every
 /// instant the store's directory is the whole store, as it was (plain, under the old key) or rekeyed
 /// (under the new key) with every entry; what a kill leaves besides is one `<store>.cask-rekey-`
-/// directory, the new store before the swap or the old one after it.
+/// directory: the new store before the swap, or the old one after it, which the store's next
+/// writable open deletes.
 final class ToolRekeyCrashTests: XCTestCase {
     func testKilledRekeysLeaveTheOldStoreOrTheNewOneWhole() throws {
         guard FileManager.default.isExecutableFile(atPath: ToolTests.toolPath) else { return XCTFail("no cask binary: \(ToolTests.toolPath)") }
@@ -59,11 +60,19 @@ final class ToolRekeyCrashTests: XCTestCase {
             XCTAssertTrue(reopened.recoveryReport.isClean, "round \(round): \(reopened.recoveryReport)")
             if round % 8 == 0 { assertStore(reopened, matches: model, "round \(round)") } else { XCTAssertEqual(reopened.count, model.count, "round \(round)") }
             try reopened.close()
-            if under == current { before += 1 } else { after += 1 }
+            let swapped = under != current
+            if swapped {
+                after += 1
+                try CaskStore.open(at: path, options: EncryptionTests.options(key: keys[under])).close()
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path + "/" + SegmentName.rekeyMarker), "round \(round)")
+            } else {
+                before += 1
+            }
             current = under
-            // At most one directory beside it, named for the killed process.
+            // At most one directory beside it, named for the killed process: the new store, before
+            // the swap; after it, the writable open deleted the old one.
             let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("store.") }
-            XCTAssertLessThanOrEqual(left.count, 1, "round \(round): \(left)")
+            XCTAssertLessThanOrEqual(left.count, swapped ? 0 : 1, "round \(round): \(left)")
             for name in left {
                 XCTAssertTrue(name.hasPrefix("store.cask-rekey-\(process.processIdentifier)-"), "round \(round): \(name)")
                 try FileManager.default.removeItem(atPath: dir.appending(name))

@@ -10,7 +10,7 @@ struct KeygenCommand: Subcommand {
         abstract: "Write a new random encryption key to a new file.",
         discussion: [
             "Writes 32 random bytes from the operating system's generator, as 64 hexadecimal digits and a newline, to <file>: a new file, mode 0600 (its owner reads and writes it, no one else), synced with its directory before the command exits 0. Prints nothing; on failure nothing is left at <file>.",
-            "Never replaces anything: when <file> exists, or is a symbolic link (even one to nothing), the command refuses and exits 1, since a store encrypted with the key a file held cannot be read without it.",
+            "Never replaces anything: when <file> exists, or is a symbolic link (even one to nothing), the command refuses and exits 1, since a store encrypted with the key a file held cannot be read without it. It also refuses a <file> in a store's directory (one holding a segment or an ENCRYPTION file): whoever has a copy of the store would have its key.",
             "Give the file to --key-file: 'cask put <dir> <key> --key-file <file>' creates an encrypted store, 'cask rekey <dir> --new-key-file <file>' encrypts a store or changes its key. Keep the key away from the store (not in its directory) and back it up: whoever has it can read the store, and without it no one can.",
         ],
         arguments: [.init(name: "file", help: "The key file to create. It must not exist.")])
@@ -22,6 +22,9 @@ struct KeygenCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
+        if let storeFile = storeFile(besides: path) {
+            throw .failure("key file \(path) would be in a store's directory (it holds \(storeFile)): whoever copies the store would have its key; name a file outside it")
+        }
         // O_EXCL: a new file or nothing; with O_CREAT it follows no link, dangling or not.
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw refusal(errno) }
@@ -34,6 +37,20 @@ struct KeygenCommand: Subcommand {
         }
         close(fd)
         return .success
+    }
+
+    /// A segment or `ENCRYPTION` file in the directory that would hold `path`, if there is one: the
+    /// directory is a store's. Nil when the directory cannot be listed (the create then says why).
+    private func storeFile(besides path: String) -> String? {
+        let parent = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        guard let directory = opendir(parent.isEmpty ? "/" : parent) else { return nil }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name == EncryptionFile.fileName || (name.hasSuffix(".cask") && StoreDirectory.isStoreFileName(name)) { names.append(name) }
+        }
+        return names.min()
     }
 
     /// Writes `text` to the new file `fd`, makes its mode exactly 0600 (the umask may have taken

@@ -1,11 +1,14 @@
 /// File names in a store directory:
 /// `0000000001.cask` (segment 1), `0000000001.hint` (its hint file), `0000000001.dict` (dictionary 1),
-/// `LOCK`.
+/// `LOCK`, `REKEYED`.
 package enum SegmentName {
     package static let segmentExtension = ".cask"
     package static let hintExtension = ".hint"
     package static let dictionaryExtension = ".dict"
     package static let lockFile = "LOCK"
+    /// Left in a store by a key change (``CaskStore/rekey(at:from:to:progress:)``) until the old
+    /// store, swapped out beside it, is deleted: its one line names that directory.
+    package static let rekeyMarker = "REKEYED"
     /// The highest segment id (FORMAT.md, "Limits"): an id must fit the index's 32-bit field, and
     /// `UInt32.max` is kept free.
     package static let maxID = UInt64(UInt32.max) - 1

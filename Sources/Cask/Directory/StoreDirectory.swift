@@ -45,6 +45,8 @@ package struct StoreDirectory {
     /// Leftover `*.tmp` files of an interrupted write (a writer's open removes them).
     package private(set) var leftovers: [String] = []
     package private(set) var strays: [StrayFile] = []
+    /// Whether a `REKEYED` file is there: a key change was interrupted after its swap.
+    package private(set) var hasRekeyMarker = false
 
     /// The files every reader ignores, as reports name them: `path: why`.
     package var ignoredFiles: [String] {
@@ -84,6 +86,7 @@ package struct StoreDirectory {
             case .dictionary(let id): dictionaries.append(UInt32(id))
             case .leftover: leftovers.append(name)
             case .stray(let reason): strays.append(StrayFile(name: name, reason: reason))
+            case .rekeyMarker: hasRekeyMarker = true
             case .manifest, .lock, .encryption, .other: break
             }
         }
@@ -104,14 +107,14 @@ package struct StoreDirectory {
     // MARK: Names
 
     private enum Name: Equatable {
-        case segment(UInt64), hint(UInt64), dictionary(UInt64), manifest, lock, encryption, leftover, stray(String), other
+        case segment(UInt64), hint(UInt64), dictionary(UInt64), manifest, lock, encryption, rekeyMarker, leftover, stray(String), other
     }
 
     /// Whether `name` is one a store's own files have (segment, hint, dictionary, `LOCK`,
-    /// `COMPACTION`, `ENCRYPTION`, a leftover `.tmp`): what may be deleted with a whole store.
+    /// `COMPACTION`, `ENCRYPTION`, `REKEYED`, a leftover `.tmp`): what may be deleted with a whole store.
     package static func isStoreFileName(_ name: String) -> Bool {
         switch classify(name) {
-        case .segment, .hint, .dictionary, .manifest, .lock, .encryption, .leftover: true
+        case .segment, .hint, .dictionary, .manifest, .lock, .encryption, .rekeyMarker, .leftover: true
         case .stray, .other: false
         }
     }
@@ -121,6 +124,7 @@ package struct StoreDirectory {
         if name == CompactionManifest.fileName { return .manifest }
         if name == SegmentName.lockFile { return .lock }
         if name == EncryptionFile.fileName { return .encryption }
+        if name == SegmentName.rekeyMarker { return .rekeyMarker }
         if name.hasSuffix(".tmp") { return .leftover }
         let kinds: [(suffix: String, what: String, name: (UInt64) -> Name)] = [
             (SegmentName.segmentExtension, "segment", Name.segment), (SegmentName.hintExtension, "hint file", Name.hint),

@@ -16,7 +16,8 @@ extension CaskStore {
     /// (`renameat2(RENAME_EXCHANGE)`) and the parent directory synced. Before the swap the store is
     /// untouched (a crash leaves the new directory beside it: delete it); after it, the store is the
     /// new one, and the old one's files are deleted (a crash leaves the old store under the
-    /// `.cask-rekey-` name, readable with the old key: delete it). Overwritten and deleted values
+    /// `.cask-rekey-` name, and a `REKEYED` file in the new store naming it: the store's next
+    /// writable open deletes it). Overwritten and deleted values
     /// are not copied: nothing sealed under the old key remains once the old directory is gone —
     /// but the old key still opens any backup made before.
     ///
@@ -70,6 +71,14 @@ extension CaskStore {
             }
             report.bytesAfter = bytes
             report.algorithm = new.key == nil ? nil : (new.algorithm ?? .preferred)
+            // Names the directory the old store will have after the swap: if this process dies
+            // before deleting it, the store's next writable open does.
+            let markerPath = temporary + "/" + SegmentName.rekeyMarker
+            do throws(Errno) {
+                try fileSystem.writeFileAtomically(markerPath, directory: temporary, bytes: Array((basename(of: temporary) + "\n").utf8))
+            } catch {
+                throw CaskError.from(error, operation: "write the rekey marker", path: markerPath)
+            }
             do throws(Errno) { try fileSystem.exchange(path, temporary) } catch {
                 if error == .invalidArgument || error == .notSupported {
                     throw CaskError.io(
@@ -86,7 +95,49 @@ extension CaskStore {
         // The old store is under the temporary name now: close it (its lock goes), then delete it.
         try? store.close()
         if !removeStore(at: temporary, fileSystem: fileSystem) { report.leftBehind = temporary }
+        try? fileSystem.unlink(path + "/" + SegmentName.rekeyMarker)
+        try? fileSystem.syncDirectory(path)
         return report
+    }
+
+    /// Finishes a key change that stopped after its swap (a writable open calls this when the
+    /// store holds a `REKEYED` file): deletes the old store's files from the directory the marker
+    /// names, the directory (unless other files are in it), then the marker. Only a directory beside the store, named as a rekey
+    /// names it (`<store>.cask-rekey-<pid>-<n>`) and not a symbolic link, is touched; a marker
+    /// naming anything else is left alone, as is anything that fails (the next open tries again).
+    static func finishRekey(of path: String, fileSystem: any FileSystem) {
+        let markerPath = path + "/" + SegmentName.rekeyMarker
+        guard let file = try? fileSystem.openFile(markerPath, flags: O_RDONLY, mode: 0),
+              let size = try? fileSystem.fileSize(file.descriptor), size <= 4096 else { return }
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        guard let count = try? bytes.withUnsafeMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }),
+              count == bytes.count, bytes.last == UInt8(ascii: "\n"),
+              let name = String(validating: bytes.dropLast(), as: UTF8.self), isRekeyDirectoryName(name, of: path) else { return }
+        let old = parent(of: path) + "/" + name
+        var info = stat()
+        if lstat(old, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else { return }
+            removeStore(at: old, fileSystem: fileSystem)
+            // Files that are not Cask's stay there, the directory with them; the marker goes once
+            // none of the old store's are left.
+            if let names = try? fileSystem.listDirectory(old), names.contains(where: StoreDirectory.isStoreFileName) { return }
+        } else if errno != ENOENT {
+            return
+        }
+        try? fileSystem.unlink(markerPath)
+        try? fileSystem.syncDirectory(path)
+    }
+
+    /// Whether `name` is one ``makeTemporaryDirectory(beside:fileSystem:)`` gives for the store at `path`.
+    private static func isRekeyDirectoryName(_ name: String, of path: String) -> Bool {
+        let prefix = basename(of: path) + ".cask-rekey-"
+        guard name.hasPrefix(prefix) else { return false }
+        let numbers = name.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+        return numbers.count == 2 && numbers.allSatisfy { !$0.isEmpty && $0.count <= 10 && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+    }
+
+    private static func basename(of path: String) -> String {
+        path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
     /// Writes every entry of `store` into a new store in `directory` under `encryption`, in batches,

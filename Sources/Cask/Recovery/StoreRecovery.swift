@@ -78,6 +78,7 @@ package struct StoreRecovery {
         let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
         if writable {
             for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
+            if listing.hasRekeyMarker { CaskStore.finishRekey(of: directory, fileSystem: fileSystem) }
         }
         var manifestProblem: DamagedRange?
         switch listing.manifest {

@@ -49,8 +49,9 @@ extension CaskStore {
         }
     }
 
-    /// Deletes `key` by appending a tombstone. Returns whether the key existed; deleting a missing
-    /// key writes nothing. Durable on return as for `put`.
+    /// Deletes `key` by appending a tombstone. Returns whether the key existed; deleting a key that
+    /// reads as absent (missing, or its expiry passed) writes nothing and returns false, as
+    /// ``contains(_:)`` would. Durable on return as for `put`.
     @inlinable @discardableResult
     public func delete(_ key: some Collection<UInt8>) throws(CaskError) -> Bool {
         try Self.withContiguousBytes(key) { (key) throws(CaskError) in

@@ -26,8 +26,13 @@ struct SingleWrite: WriteRecords {
     var isBatch: Bool { false }
     var worstCaseLength: Int64 { Int64(Limits.maxRecordOverhead + key.count + value.count) }
 
+    /// A delete of a key that reads as absent — missing, or expired — writes nothing.
     func isNoOp(in state: ReadWriteLock<CaskStore.SharedState>) -> Bool {
-        type == .delete && state.read { $0.index.lookup(key) } == nil
+        guard type == .delete else { return false }
+        return state.read { shared in
+            shared.index.lookup(key) == nil
+                || (!shared.expiries.isEmpty && shared.expiries.isExpired(key, now: CaskStore.nowMilliseconds()))
+        }
     }
 
     @inline(__always)
