@@ -15,14 +15,20 @@ main_xml=$(mktemp) asan_xml=$(mktemp)
 trap 'rm -f "$main_log" "$tsan_log" "$asan_log" "$fuzz_log" "$main_xml" "$asan_xml"' EXIT
 workers=$(nproc)
 
+# Each part's wall-clock seconds, printed with the summary.
+phase_start=$SECONDS timings=""
+phase_done() { timings+=" $1 $((SECONDS - phase_start)) s,"; phase_start=$SECONDS; }
 swift build --build-tests
+phase_done "build"
 status=0
 swift test --skip-build --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$main_xml" 2>&1 | tee "$main_log" || status=$?
+phase_done "debug tests"
 echo "== concurrency tests under the thread sanitizer"
 # No Swift backtracer under a sanitizer: when a test crashes, its memory server's reads of the stack
 # trip the sanitizer, and the backtracer then waited forever (seen once, in the ASan pass).
 export SWIFT_BACKTRACE=enable=no
 swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests|ListingTests.testListingsRacingWriters|ListingTests.testUnlockedListingsRacingSplitsAndMerges|LockFreeReadTests|SmallStoreCompactionTests.testLogoutCycles|RefreshTests.testRefreshesBesideALiveWriter|SuspendingTests|BackupTests.testBackupsBesideWritesAndCompactions" 2>&1 | tee "$tsan_log" || status=$?
+phase_done "thread sanitizer (with its build)"
 echo "== unit tests under the address sanitizer"
 # Everything but the suites that mostly run child processes (crash tests, the tool, the Python
 # second reader), the concurrency tests (the thread sanitizer's), the huge-page and index-memory
@@ -37,9 +43,11 @@ echo "== unit tests under the address sanitizer"
 ASAN_OPTIONS=detect_leaks=0 CASK_POWERLOSS_SEEDS=4 swift test --sanitize=address --scratch-path .build/asan \
     --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$asan_xml" \
     --skip "CrashTests|ToolTests|ToolExportTests|ToolRecoverTests|ToolBackupTests|ToolEncryptionTests|ToolRekeyCrashTests|ConcurrencyTests|SecondReaderTests|HugePageTests|testMemoryOverheadPerKeyForAMillion16ByteKeys|testGarbageAfterTheLastRecordIsCut|ReaderAgreementTests|LiveReaderTests|testEncryptedScenariosCutAtEveryAndAtRandomCalls|EncryptionNonceTests|testAFullDiskFailsTheReservationAndLosesNothing|testContinuousRewritesStayBounded|testLogoutScenarioReclaimsTheSpace|testSecondCutWhileRecoveringAndWriting|testAReaderInAnotherProcessFollowsAWriterThatCompacts|testUnlockedListingsRacingSplitsAndMerges" 2>&1 | tee "$asan_log" || status=$?
+phase_done "address sanitizer (with its build)"
 unset SWIFT_BACKTRACE
 echo "== fuzzing"
 CASK_FUZZ_SCRATCH=.build/fuzz Tools/fuzz.sh --ci 2>&1 | tee "$fuzz_log" || status=$?
+phase_done "fuzzing (with its build)"
 
 # XCTest prints "Executed N tests, with F failures" per suite and for the whole run; the largest N
 # (and F) of a run is its total, whatever order stdout and stderr interleave in.
@@ -93,5 +101,6 @@ if [[ $failed -gt 0 ]]; then
       failed_in_xunit "$asan_xml" | sed 's/$/ (address sanitizer)/'
       grep "^FUZZ .* FAILED" "$fuzz_log" | sed 's/^/  /' || true; }
 fi
+echo "took:${timings%,}"
 echo "$((executed - failed)) passed, $failed failed"
 exit "$status"
