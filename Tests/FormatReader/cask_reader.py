@@ -1069,6 +1069,10 @@ class Reader:
                 damage_start = pos
                 pos += 1
                 r = None
+                if data.count(0, pos, end) == end - pos:
+                    # Only zeros follow: no record can start in them (type 0 is invalid), so the
+                    # search below would try every offset and find none. Skip it.
+                    pos = end
                 while pos < end:
                     try:
                         r = parse_record(data, pos, end, cipher)

@@ -223,6 +223,9 @@ package struct SegmentReader: ~Copyable {
             // A live writer gave back its reserved space meanwhile, and the file now ends here.
             if position >= fileLength { break }
             var next = position + 1
+            // Zeros to the end (reserved space, or the zeroed extents a power cut can leave) hold no
+            // record, type 0 being invalid: the search would try each of their offsets in vain.
+            if try isAllZero(from: next, to: fileLength) { next = fileLength }
             while next < fileLength {
                 if case .success = try record(at: next) { break }
                 next += 1
@@ -317,10 +320,16 @@ package struct SegmentReader: ~Copyable {
     /// Whether bytes `start ..< end` of the file, which run to its end, are space a writer
     /// reserved ahead of its writes (FORMAT.md, "Reserved space"): at most
     /// ``StoreWriter/maxReservedSpace`` bytes, all zero (up to where the file ends, if it shrank
-    /// meanwhile). Reads them in 64 KiB pieces.
+    /// meanwhile).
     private mutating func isReservedSpace(from start: Int64, to end: Int64) throws(CaskError) -> Bool {
         // More zeros than a writer ever reserves ahead are lost records (a power cut), not space.
-        guard end - start <= StoreWriter.maxReservedSpace else { return false }
+        end - start <= StoreWriter.maxReservedSpace ? try isAllZero(from: start, to: end) : false
+    }
+
+    /// Whether bytes `start ..< end` of the file, which run to its end, are all zero (up to where
+    /// the file ends, if it shrank meanwhile: `fileLength` is then its new length). Reads them in
+    /// 64 KiB pieces, and stops at the first piece with another byte.
+    private mutating func isAllZero(from start: Int64, to end: Int64) throws(CaskError) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var position = start
         while position < end {
