@@ -87,6 +87,44 @@ final class CompactionTests: XCTestCase {
         try store.close()
     }
 
+    /// `waitForBackgroundWork()` returns only once the compactions and hint files the writes set
+    /// off are done: every sealed segment then has its hint, no compaction is half done (no
+    /// `COMPACTION` manifest, no temporary file), and the directory stays as it is.
+    func testWaitForBackgroundWorkReturnsOnceTheStoreIsQuiet() throws {
+        let dir = TemporaryDirectory("cask-compaction-quiet")
+        var options = options(segment: 16 << 10)
+        options.automaticCompaction = true
+        options.compactionMinDeadBytes = 0
+        options.idleCompactionDelay = 0
+        let store = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: 31)
+        var model: [String: [UInt8]] = [:]
+        for round in 0..<30 {
+            for i in 0..<40 {
+                let value = random.bytes(300 + round)
+                try store.put("k\(i)", value)
+                model["k\(i)"] = value
+            }
+        }
+        store.waitForBackgroundWork()
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: dir.path))
+        let segments = names.compactMap(SegmentName.segmentID(fromFileName:)).sorted()
+        XCTAssertGreaterThan(segments.count, 1, "\(names.sorted())")
+        let sealed = try store.statistics().segments.filter(\.sealed).map(\.id)
+        XCTAssertEqual(sealed.count, segments.count - 1, "\(names.sorted())")
+        for id in sealed {
+            XCTAssertTrue(names.contains(SegmentName.hint(id)), "sealed segment \(id) has no hint yet: \(names.sorted())")
+        }
+        XCTAssertFalse(names.contains(CompactionManifest.fileName), "\(names.sorted())")
+        XCTAssertEqual(names.filter { $0.hasSuffix(".tmp") }, [], "\(names.sorted())")
+        // About 25 segments were sealed, each more than half dead by the next round: compacted.
+        XCTAssertLessThan(segments.count, 10, "the compactions the rotations set off have run: \(names.sorted())")
+        Thread.sleep(forTimeInterval: 0.1)
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: dir.path)), names, "work still ran after the wait")
+        assertStore(store, matches: model, "after the wait")
+        try store.close()
+    }
+
     /// Paths under `directory` that this process has open or mapped but that were deleted.
     private func openDeletedFiles(under directory: String) throws -> [String] {
         var found: [String] = []

@@ -47,6 +47,16 @@ extension CaskStore {
         }
     }
 
+    /// Returns once the work the store started on its own has finished: automatic compactions,
+    /// the hint files of sealed segments and dictionary training, including work that starts while
+    /// it waits. Writes may go on meanwhile (and may start more).
+    ///
+    /// For a test or a benchmark that wants the machine quiet before it measures, or a caller about
+    /// to copy the store's files with tools of its own. Blocks the calling thread; thread-safe.
+    public func waitForBackgroundWork() {
+        backgroundWork.wait()
+    }
+
     func compactor() -> Compactor {
         Compactor(
             state: state, writer: writer!, fileSystem: fileSystem, directory: directory, options: options, observers: observers,

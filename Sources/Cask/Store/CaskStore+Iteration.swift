@@ -166,9 +166,12 @@ struct EntryScan: ~Copyable {
     private var nextUnlocked = 0
     /// Room for a value read without the lock at first; it grows to the largest value met.
     private static let initialValueRoom = 4096
-    /// Entries ahead of the one being read whose index lines are prefetched (so not those of a
-    /// slice's first few entries).
-    private static let prefetchDistance = 4
+    /// How far ahead of the entry being read a listing with values asks for the next entries'
+    /// index lines, and then for their records (once those lines are in): the misses of about
+    /// four entries overlap instead of coming one after another. Within a slice only, so not for
+    /// a slice's first few entries.
+    private static let indexPrefetchDistance = 8
+    private static let recordPrefetchDistance = 4
 
     init(store: CaskStore, range: KeyRange, after: [UInt8]?, order: KeyOrder) {
         self.store = store
@@ -210,15 +213,10 @@ struct EntryScan: ~Copyable {
         while true {
             if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed }
             if nextUnlocked < unlockedEnds.count {
-                let start = nextUnlocked == 0 ? 0 : unlockedEnds[nextUnlocked - 1], end = unlockedEnds[nextUnlocked]
+                let key = unlockedKey(nextUnlocked)!
+                let ahead = CaskStore.ReadAhead(
+                    index: unlockedKey(nextUnlocked + Self.indexPrefetchDistance), record: unlockedKey(nextUnlocked + Self.recordPrefetchDistance))
                 nextUnlocked += 1
-                // Safe to view: `keys` does not change until the next slice.
-                let key = keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<end]) }
-                // The index lines of a key a few ahead load while this one's record is read.
-                let aheadIndex = nextUnlocked - 1 + Self.prefetchDistance
-                let ahead = aheadIndex < unlockedEnds.count
-                    ? keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[unlockedEnds[aheadIndex - 1]..<unlockedEnds[aheadIndex]]) }
-                    : nil
                 if let result = try visitUnlocked(key, ahead: ahead, body) { return result }
                 continue
             }
@@ -235,7 +233,13 @@ struct EntryScan: ~Copyable {
                 // records that follow one another in a segment together.
                 if store.options.memoryMapping, try cursor.nextKeysWithoutLock(
                     of: store, budget: CaskStore.listingSlice, keys: &keys, ends: &unlockedEnds, expiriesAllowed: true
-                ) { continue }
+                ) {
+                    // The first entries' lines, which no read before theirs asks for.
+                    for n in 0..<min(Self.indexPrefetchDistance, unlockedEnds.count) {
+                        store.prefetchWithoutLock(CaskStore.ReadAhead(index: unlockedKey(n), record: nil))
+                    }
+                    continue
+                }
                 try Self.readSlice(&cursor, &items, &keys, &files, &fileIDs, store: store)
                 continue
             }
@@ -252,11 +256,19 @@ struct EntryScan: ~Copyable {
         return nil
     }
 
+    /// The `n`th key of the slice listed without the lock, nil past its end; a view into `keys`,
+    /// valid until the next slice.
+    private func unlockedKey(_ n: Int) -> UnsafeRawBufferPointer? {
+        guard n < unlockedEnds.count else { return nil }
+        let start = n == 0 ? 0 : unlockedEnds[n - 1]
+        return keys.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start..<unlockedEnds[n]]) }
+    }
+
     /// Reads the latest value of `key` (listed without the lock) as a get does: without the lock
     /// when it can (``CaskStore/copyEntryWithoutLock(key:into:expiresAt:)``), else through the full
     /// path. Nil when the key has no value now (deleted since it was listed, or expired).
     private mutating func visitUnlocked<R>(
-        _ key: UnsafeRawBufferPointer, ahead: UnsafeRawBufferPointer?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UInt64?) -> R
+        _ key: UnsafeRawBufferPointer, ahead: CaskStore.ReadAhead, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UInt64?) -> R
     ) throws(CaskError) -> R? {
         value.count = 0
         if value.capacity < Self.initialValueRoom { value.reserve(Self.initialValueRoom) }

@@ -132,17 +132,26 @@ extension CaskStore {
         return copyEntryWithoutLock(key: key, into: buffer, expiresAt: &expiresAt)
     }
 
+    /// Keys a listing reads after the one it reads now, whose cache misses a read starts early so
+    /// that they overlap: the index lines of `index`, and the record of `record` (a key whose
+    /// index lines were asked for a few reads before, or this waits for them).
+    struct ReadAhead {
+        var index: UnsafeRawBufferPointer?
+        var record: UnsafeRawBufferPointer?
+        static var none: ReadAhead { ReadAhead(index: nil, record: nil) }
+    }
+
     /// ``copyValueWithoutLock(key:into:)``, and the expiry of the record the value was read from
-    /// (nil: it never expires), for listings of entries; first starts loading the index lines of
-    /// `ahead`, a key the caller reads next (``KeyIndex/prefetchWithoutLock(_:)``).
+    /// (nil: it never expires), for listings of entries; first starts loading what `ahead` names
+    /// (prefetches: they never fault, and a key that moved meanwhile only costs a wasted load).
     @inline(__always)
     func copyEntryWithoutLock(
         key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, expiresAt: inout UInt64?,
-        prefetching ahead: UnsafeRawBufferPointer? = nil
+        prefetching ahead: ReadAhead = .none
     ) -> QuickRead {
         state.withoutLocking { shared in ReaderRegistry.shared.read { () -> QuickRead in
             guard !isClosed.load(ordering: .acquiring) else { return .fallBack }
-            if let ahead { shared.index.prefetchWithoutLock(ahead) }
+            Self.startLoading(ahead, shared: shared)
             // A batch changes several entries: a get that overlaps the change (the version is odd
             // meanwhile, or differs after) could see part of it, so it asks under the lock, where
             // a batch is all or nothing.
@@ -152,6 +161,25 @@ extension CaskStore {
             atomicMemoryFence(ordering: .acquiring)
             return shared.batchVersion.load(ordering: .relaxed) == version ? found : .fallBack
         } }
+    }
+
+    /// Starts loading the lines of what `ahead` names, for a listing that reads the first few
+    /// entries of a slice next. Never faults.
+    func prefetchWithoutLock(_ ahead: ReadAhead) {
+        state.withoutLocking { shared in ReaderRegistry.shared.read {
+            guard !isClosed.load(ordering: .acquiring) else { return }
+            Self.startLoading(ahead, shared: shared)
+        } }
+    }
+
+    /// Inside the reader registry: prefetches the index lines and the record `ahead` names.
+    @inline(__always)
+    private static func startLoading(_ ahead: ReadAhead, shared: SharedState) {
+        if let index = ahead.index { shared.index.prefetchWithoutLock(index) }
+        if let record = ahead.record, case .location(let location) = shared.index.probableLocationWithoutLock(record),
+           let (bytes, _, _) = shared.segments.writtenMappedRecord(location) {
+            SegmentFile.prefetch(record: bytes)
+        }
     }
 
     /// ``copyValueWithoutLock(key:into:)`` inside the reader registry, once a batch is ruled out.

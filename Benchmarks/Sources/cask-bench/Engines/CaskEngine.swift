@@ -122,5 +122,8 @@ final class CaskStoreEngine<Flavor: CaskFlavor>: Engine {
 
     func handleForAnotherThread() throws -> any Engine { self }
 
+    /// The compactions and hint files that the fill and the overwrites set off.
+    func waitForBackgroundWork() throws { store.waitForBackgroundWork() }
+
     func close() throws { try store.close() }
 }

@@ -65,6 +65,9 @@ protocol Engine: AnyObject, Sendable {
     /// A handle for another thread on the same store: `self` when the engine is thread-safe,
     /// else a new connection / transaction context.
     func handleForAnotherThread() throws -> any Engine
+    /// Returns once the work the engine started in the background on its own (compactions) is
+    /// done, where its API can tell; nothing to do for engines without such work or such an API.
+    func waitForBackgroundWork() throws
     func close() throws
 }
 
@@ -79,6 +82,7 @@ extension Engine {
         throw BenchError.unsupported(Self.name, "scan")
     }
     func handleForAnotherThread() throws -> any Engine { throw BenchError.unsupported(Self.name, "threads") }
+    func waitForBackgroundWork() throws {}
     func scanPrefix(_ prefix: UnsafeRawBufferPointer, values: Bool, _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws -> Int {
         throw BenchError.unsupported(Self.name, "prefix scans")
     }
