@@ -272,12 +272,15 @@ extension CaskStore {
         scheduleCompactionIfDue()
     }
 
-    /// Writes a segment's hint file on the background queue (`close()` waits for it).
+    /// Writes a segment's hint file on the low-priority thread (``LowPriorityThread``; `close()`
+    /// waits for it).
     func scheduleHint(for file: SegmentFile, length: Int64) {
         // Captures the store's parts, not the store: its deinit (which waits for this group) must
-        // never run on this queue.
+        // never run on the thread that the group waits for.
         let directory = directory, fileSystem = fileSystem, writer = writer, groupCommit = groupCommit, encryption = encryption
-        background.async(group: backgroundWork) {
+        // At a low priority: while the application keeps every core busy, a hint can wait (it
+        // only makes the next open faster), and a reader or a writer should not.
+        LowPriorityThread.shared.async(group: backgroundWork) {
             Self.writeHint(
                 for: file, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem, writer: writer,
                 groupCommit: groupCommit)
