@@ -63,11 +63,13 @@ extension CaskStore {
             dictionaries: dictionaries, encryption: encryption)
     }
 
-    /// After a segment is sealed: compacts in the background if the policy says so.
+    /// After a segment is sealed: compacts in the background if the policy says so, on the
+    /// low-priority thread (``LowPriorityThread``), after the sealed segment's hint: while the
+    /// application keeps every core busy, the compaction waits rather than its threads.
     func scheduleCompactionIfDue() {
         guard options.automaticCompaction, writer != nil else { return }
         let compactor = compactor(), gate = compactionGate
-        background.async(group: backgroundWork) {
+        LowPriorityThread.shared.async(group: backgroundWork) {
             gate.withLock { _ in
                 // Closed meanwhile: leave it for the next open.
                 guard !compactor.writer.withLock({ $0.closed || $0.failure != nil }) else { return }

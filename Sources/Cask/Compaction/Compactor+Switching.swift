@@ -31,8 +31,8 @@ extension Compactor {
 
     /// Removes from the index the keys whose records expired and were dropped (unless written
     /// since). Their expiry notices go out first, if streams are open: forgotten, a key would
-    /// never get one from the timer, which may not have run yet (it shares the background queue
-    /// with compaction). Under the writer mutex, so that notices and writes go out in seq order.
+    /// never get one from the timer, which may not have run yet. Under the writer mutex, so that
+    /// notices and writes go out in seq order.
     private func forgetExpired(_ expired: [Move], keyBytes: UnsafeRawBufferPointer) {
         writer.withLock { _ in
             let notices = state.write { shared -> [(key: [UInt8], seq: UInt64)] in
