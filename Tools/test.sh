@@ -27,7 +27,7 @@ echo "== concurrency tests under the thread sanitizer"
 # No Swift backtracer under a sanitizer: when a test crashes, its memory server's reads of the stack
 # trip the sanitizer, and the backtracer then waited forever (seen once, in the ASan pass).
 export SWIFT_BACKTRACE=enable=no
-swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests|ListingTests.testListingsRacingWriters|ListingTests.testUnlockedListingsRacingSplitsAndMerges|LockFreeReadTests|SmallStoreCompactionTests.testLogoutCycles|RefreshTests.testRefreshesBesideALiveWriter|SuspendingTests|BackupTests.testBackupsBesideWritesAndCompactions" 2>&1 | tee "$tsan_log" || status=$?
+swift test --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --filter "ConcurrencyTests|ObjectsStoreTests|ListingTests.testListingsRacingWriters|ListingTests.testUnlockedListingsRacingSplitsAndMerges|LockFreeReadTests|SmallStoreCompactionTests.testLogoutCycles|RefreshTests.testRefreshesBesideALiveWriter|SuspendingTests|BackupTests.testBackupsBesideWritesAndCompactions|LowPriorityThreadTests" 2>&1 | tee "$tsan_log" || status=$?
 phase_done "thread sanitizer (with its build)"
 echo "== unit tests under the address sanitizer"
 # Everything but the suites that mostly run child processes (crash tests, the tool, the Python

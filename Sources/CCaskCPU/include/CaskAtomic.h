@@ -120,4 +120,8 @@ static inline void cask_cpu_relax(void) {
 /// `ReaderRegistry` it counts itself in.
 uint32_t cask_thread_number(void);
 
+/// Names the calling thread as `top -H`, `ps -L` and /proc show it (`pthread_setname_np`: at most
+/// 15 bytes); 0 on success, else an errno value.
+int cask_name_this_thread(const char *name);
+
 #endif

@@ -1,3 +1,4 @@
+import CCaskCPU
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -64,7 +65,7 @@ package final class LowPriorityThread: Sendable {
     package static let threadName = "cask.lowprio"
 
     private func run() {
-        Thread.current.name = Self.threadName
+        _ = cask_name_this_thread(Self.threadName)
         // On Linux the nice value is the calling thread's, not the process's (setpriority(2)).
         errno = 0
         let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
