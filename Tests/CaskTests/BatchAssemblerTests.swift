@@ -11,6 +11,23 @@ final class BatchAssemblerTests: XCTestCase {
               location: RecordLocation(segmentID: 1, offset: UInt32(40 + seq), length: 1))
     }
 
+    /// A commit whose key names a first seq past its own seq, while members of higher seqs are held
+    /// (what the store-image fuzzer built: members after a commit record of a lower seq), commits
+    /// nothing and keeps what it holds; the search's bounds came out reversed and trapped.
+    func testACommitKeyPastItsOwnSeqCommitsNothing() {
+        var assembler = BatchAssembler()
+        for seq: UInt64 in [5, 6, 7] { assembler.hold(member(seq)) }
+        switch assembler.commit(firstSeq: 7, commitSeq: 4) {
+        case .whole: XCTFail("a commit of nothing is never whole")
+        case .incomplete(let found, let expected):
+            XCTAssertEqual(found.map(\.seq), [])
+            XCTAssertEqual(expected, 0)
+        }
+        XCTAssertEqual(assembler.pending.map(\.seq), [5, 6, 7])
+        guard case .whole(let members) = assembler.commit(firstSeq: 5, commitSeq: 8) else { return XCTFail("5 ..< 8 is held whole") }
+        XCTAssertEqual(members.map(\.seq), [5, 6, 7])
+    }
+
     func testCommitsAgreeWithTheModelInAndOutOfSeqOrder() {
         var random = SeededGenerator(seed: 22)
         for round in 0..<300 {
@@ -27,11 +44,17 @@ final class BatchAssemblerTests: XCTestCase {
                 } else {
                     // A commit, usually of the members just held, sometimes of a range that misses some.
                     let commitSeq = nextSeq
-                    let firstSeq = UInt64.random(in: 1...commitSeq, using: &random)
+                    // Now and then a first seq past the commit's own, as a damaged or crafted
+                    // commit key may say (it commits nothing; a reversed range once trapped).
+                    let firstSeq = switch Int.random(in: 0..<10, using: &random) {
+                    case 0: UInt64.random(in: (commitSeq + 1)...(commitSeq + 50), using: &random)
+                    case 1: UInt64.max
+                    default: UInt64.random(in: 1...commitSeq, using: &random)
+                    }
                     nextSeq += 1
                     let taken = model.filter { $0.seq >= firstSeq && $0.seq < commitSeq }
                     model.removeAll { $0.seq >= firstSeq && $0.seq < commitSeq }
-                    let expected = commitSeq - firstSeq
+                    let expected = firstSeq < commitSeq ? commitSeq - firstSeq : 0
                     let whole = expected > 0 && UInt64(taken.count) == expected && Set(taken.map(\.seq)).count == taken.count
                     switch assembler.commit(firstSeq: firstSeq, commitSeq: commitSeq) {
                     case .whole(let members):

@@ -42,7 +42,10 @@ package struct BatchAssembler {
     package mutating func commit(firstSeq: UInt64, commitSeq: UInt64, count: UInt64? = nil) -> Commit {
         let members: [Member]
         if inSeqOrder {
-            let range = firstIndex(withSeqAtLeast: firstSeq)..<firstIndex(withSeqAtLeast: commitSeq)
+            // A commit whose key (its first seq) is past its own seq commits nothing: an empty
+            // range, as the filter below gives, never one whose bounds are reversed (a trap).
+            let lower = firstIndex(withSeqAtLeast: firstSeq)
+            let range = lower..<max(lower, firstIndex(withSeqAtLeast: commitSeq))
             members = Array(pending[range])
             pending.removeSubrange(range)
         } else {
