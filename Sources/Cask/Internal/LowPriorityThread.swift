@@ -8,17 +8,20 @@ import Glibc
 /// One thread of the process, 10 nice levels below the thread that first uses it, that runs work
 /// which may wait while the application keeps the cores busy, in the order it was given: the hint
 /// files of sealed segments (a scan of the segment with its checksums, about a third of a second
-/// of a core per 64 MiB). On an idle core the work runs at full speed; beside threads of the
-/// normal priority on every core it gets about a tenth of one (the scheduler's weights for nice 0
-/// and 10), so that a reader beside a writer at full speed keeps its core.
+/// of a core per 64 MiB) and the compactions a seal sets off. On an idle core the work runs at
+/// full speed; beside threads of the normal priority on every core it gets about a tenth of one
+/// (the scheduler's weights for nice 0 and 10), so that a reader beside a writer at full speed
+/// keeps its core.
 ///
 /// A thread of its own, not Dispatch's: any thread may lower its own priority, but raising it back
 /// takes a privilege (`CAP_SYS_NICE`) that an application seldom has, so a pool thread lowered for
 /// one work item would stay low for all the work it runs later.
 ///
-/// Work run here must not wait for a lock that a thread of normal priority may hold for long (it
-/// would be slow to release it in turn: priority inversion): hint writing takes only the segment's
-/// `retired` lock, which a compaction takes briefly.
+/// A lock taken here is held at this priority, so a thread of normal priority that waits for it
+/// waits longer on a busy machine (priority inversion). Hint writing takes only the segment's
+/// `retired` lock. A compaction holds the compaction gate throughout (`compact()` and `close()`
+/// wait for it) and the writer mutex for a group of 1,024 keys at a time; a writer that waits
+/// for one sleeps, which frees its core for this thread.
 package final class LowPriorityThread: Sendable {
     /// The one thread of the process, started on first use and never stopped (idle, it waits on a
     /// condition variable).
