@@ -131,6 +131,76 @@ final class LZ4BlockExpanderTests: XCTestCase {
         XCTAssertLessThan(onlyLiblz4, tried / 200, "blocks liblz4 accepts that the expander rejects")
     }
 
+    /// Blocks compressed against a dictionary (FORMAT.md, "Dictionary files"): the same bytes as
+    /// `LZ4_decompress_safe_usingDict` for every block liblz4 writes, and for damaged and made-up
+    /// blocks whose matches reach into the dictionary, nothing accepted that liblz4 rejects.
+    func testWithADictionaryExpandsLikeLiblz4() throws {
+        var rng = SeededGenerator.fromEnvironment(fallback: 0x126)
+        var text: [UInt8] = []
+        let words = ["cask ", "segment ", "record ", "index ", "compaction ", "{\"name\": ", "\"id\": 12, ", "dictionary "]
+        while text.count < 20_000 { text += Array(words.randomElement(using: &rng)!.utf8) + rng.bytes(Int.random(in: 0...3, using: &rng)) }
+        let dictionary = text.withUnsafeBytes { LZ4Dictionary(content: $0) }
+        let compressor = LZ4Compressor()
+        func expandBoth(_ block: [UInt8], count: Int) -> (ours: [UInt8]?, theirs: [UInt8]?) {
+            var space = [UInt8](repeating: 0xA5, count: count + 64), theirs = [UInt8](repeating: 0, count: count)
+            let ok = block.withUnsafeBytes { source in
+                space.withUnsafeMutableBytes {
+                    LZ4BlockExpander.expand(source, into: UnsafeMutableRawBufferPointer(rebasing: $0[32..<(32 + count)]), dictionary: dictionary.content)
+                }
+            }
+            XCTAssertTrue(space.prefix(32).allSatisfy { $0 == 0xA5 } && space.suffix(32).allSatisfy { $0 == 0xA5 }, "wrote outside its buffer")
+            let theirsOK = block.withUnsafeBytes { source in
+                theirs.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0, dictionary: dictionary.content) }
+            }
+            return (ok ? Array(space[32..<(32 + count)]) : nil, theirsOK ? theirs : nil)
+        }
+        var compressed = 0, bothAccepted = 0, onlyLiblz4 = 0, tried = 0
+        func check(_ block: [UInt8], count: Int) {
+            tried += 1
+            let (ours, theirs) = expandBoth(block, count: count)
+            if let ours {
+                XCTAssertEqual(ours, theirs, "block \(block) for \(count) bytes")
+                bothAccepted += 1
+            } else if theirs != nil {
+                onlyLiblz4 += 1
+            }
+        }
+        for value in values(&rng) {
+            var out = [UInt8](repeating: 0, count: LZ4Compressor.bound(value.count))
+            guard let length = value.withUnsafeBytes({ source in out.withUnsafeMutableBytes { compressor.compress(source, into: $0, dictionary: dictionary) } })
+            else { continue }
+            let block = Array(out.prefix(length))
+            compressed += 1
+            let (ours, theirs) = expandBoth(block, count: value.count)
+            XCTAssertEqual(ours, value)
+            XCTAssertEqual(theirs, value)
+            for _ in 0..<10 {
+                var damaged = block
+                damaged[Int.random(in: 0..<damaged.count, using: &rng)] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
+                check(damaged, count: value.count)
+            }
+        }
+        // Made-up blocks whose offsets reach anywhere up to past the dictionary's start.
+        for _ in 0..<10_000 {
+            var block: [UInt8] = [], spelled = 0
+            let sequences = Int.random(in: 2...4, using: &rng)
+            for sequence in 0..<sequences {
+                let literals = Int.random(in: 0...14, using: &rng), nibble = Int.random(in: 0...14, using: &rng)
+                block.append(UInt8(literals << 4 | nibble))
+                block += rng.bytes(literals)
+                spelled += literals
+                guard sequence < sequences - 1 else { break }
+                let offset = Int.random(in: 1...(spelled + dictionary.content.count + 2), using: &rng)
+                block += [UInt8(offset & 0xFF), UInt8(offset >> 8)]
+                spelled += nibble + 4
+            }
+            check(block, count: spelled)
+        }
+        XCTAssertGreaterThan(compressed, 350)
+        XCTAssertGreaterThan(bothAccepted, 1_000)
+        XCTAssertLessThan(onlyLiblz4, tried / 200, "blocks liblz4 accepts that the expander rejects")
+    }
+
     /// A match offset of 0 is not LZ4 (issue 22, item 8): liblz4's decoder takes it, every Cask reader refuses it.
     func testAMatchOffsetOfZeroIsRefusedByEveryDecoder() {
         // One literal "a", a 4-byte match at the offset given, then 12 literals: 17 bytes.
@@ -144,17 +214,20 @@ final class LZ4BlockExpanderTests: XCTestCase {
         XCTAssertTrue(decodes(block(offset: 1)) == (true, true), "offset 1 is valid")
         XCTAssertTrue(decodes(block(offset: 0)) == (false, false), "offset 0")
         XCTAssertTrue(block(offset: 0).withUnsafeBytes { LZ4BlockExpander.hasZeroMatchOffset($0) })
-        // With a dictionary (the read path's decoder for such blocks is liblz4's): an offset
-        // reaching into the dictionary is valid, 0 is not.
+        // With a dictionary: an offset reaching into the dictionary is valid, 0 is not.
         let dictionary = Array("cask segment record index ".utf8).withUnsafeBytes { LZ4Dictionary(content: $0) }
-        func decodes(_ bytes: [UInt8], dictionary: LZ4Dictionary) -> Bool {
+        func decodes(_ bytes: [UInt8], dictionary: LZ4Dictionary) -> (liblz4: Bool, expander: Bool) {
             var output = [UInt8](repeating: 0, count: 17)
-            return bytes.withUnsafeBytes { source in
+            let viaLiblz4 = bytes.withUnsafeBytes { source in
                 output.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0, dictionary: dictionary.content) }
             }
+            let viaExpander = bytes.withUnsafeBytes { source in
+                output.withUnsafeMutableBytes { LZ4BlockExpander.expand(source, into: $0, dictionary: dictionary.content) }
+            }
+            return (viaLiblz4, viaExpander)
         }
-        XCTAssertTrue(decodes(block(offset: 1), dictionary: dictionary))
-        XCTAssertTrue(decodes(block(offset: 9), dictionary: dictionary), "8 bytes back into the dictionary")
-        XCTAssertFalse(decodes(block(offset: 0), dictionary: dictionary), "offset 0 with a dictionary")
+        XCTAssertTrue(decodes(block(offset: 1), dictionary: dictionary) == (true, true))
+        XCTAssertTrue(decodes(block(offset: 9), dictionary: dictionary) == (true, true), "8 bytes back into the dictionary")
+        XCTAssertTrue(decodes(block(offset: 0), dictionary: dictionary) == (false, false), "offset 0 with a dictionary")
     }
 }

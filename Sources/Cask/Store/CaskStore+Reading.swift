@@ -236,7 +236,7 @@ extension CaskStore {
         if header.usesDictionary {
             // A dictionary that could not be loaded: the locked path reports it.
             guard let dictionary,
-                  LZ4Decompressor.decompress(
+                  LZ4BlockExpander.expand(
                     valid.payload, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<header.valueLength]), dictionary: dictionary)
             else { return .fallBack }
         } else if header.isCompressed {
