@@ -214,4 +214,27 @@ final class OrderedIndexTests: XCTestCase {
         XCTAssertEqual(KeySpan(prefix: [1, 0xFF, 0xFF]), KeySpan(lower: .included([1, 0xFF, 0xFF]), upper: .excluded([2])))
         XCTAssertEqual(KeySpan(prefix: [0xFF]), KeySpan(lower: .included([0xFF]), upper: .unbounded))
     }
+
+    /// The key order, compared a word at a time, against the byte order of Swift's arrays: keys of
+    /// 0 to 40 bytes sharing prefixes of every length, differing in one byte of any value (the high
+    /// bit set or not, where a signed or little-endian compare would go wrong), and prefixes of
+    /// each other.
+    func testKeyOrderIsTheByteOrder() {
+        var rng = SeededGenerator.fromEnvironment(fallback: 0x0D4)
+        for _ in 0..<20_000 {
+            let a = rng.bytes(Int.random(in: 0...40, using: &rng))
+            var b: [UInt8]
+            switch Int.random(in: 0..<4, using: &rng) {
+            case 0: b = rng.bytes(Int.random(in: 0...40, using: &rng))
+            case 1:  // the same bytes but one
+                b = a
+                if !b.isEmpty { b[Int.random(in: 0..<b.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            case 2: b = Array(a.prefix(Int.random(in: 0...a.count, using: &rng)))  // a prefix of it
+            default: b = a + rng.bytes(Int.random(in: 0...9, using: &rng))  // it and more
+            }
+            let expected = a.lexicographicallyPrecedes(b) ? -1 : (a == b ? 0 : 1)
+            let order = a.withUnsafeBytes { a in b.withUnsafeBytes { OrderedKeys.compare(a, $0) } }
+            XCTAssertEqual(order.signum(), expected, "\(a) against \(b)")
+        }
+    }
 }
