@@ -44,6 +44,54 @@ final class BatchTests: XCTestCase {
         }
     }
 
+    /// A batch whose commit record no longer agrees with its members (its count changed, the
+    /// checksum made to hold: found by the store-image fuzzer) is not whole: a read of the segment
+    /// applies none of it, while an open trusting the segment's hint, which cannot carry the count,
+    /// would apply all of it. `verify` therefore names the hint as disagreeing with its segment,
+    /// and a repair leaves a store that verifies clean and reads as the segment does.
+    func testAHintListingABatchItsSegmentFindsNotWholeIsInvalid() throws {
+        let dir = TemporaryDirectory("cask-batch-hint")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try store.put("before", [1])
+        var batch = WriteBatch()
+        batch.put("a", [2])
+        batch.put("b", [3])
+        try store.write(batch)
+        try store.put("after", [4])
+        try store.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.hintPath(dir.path, 1)))
+        XCTAssertTrue(try CaskStore.verify(at: dir.path).isClean)
+
+        // The commit record's value, the count 2 as a one-byte varint, becomes 3.
+        var commit: InspectedRecord?
+        try CaskStore.inspect(at: dir.path) { item in
+            if case .record(let record) = item, record.type == .batch { commit = record }
+        }
+        let found = try XCTUnwrap(commit)
+        let path = StoreFiles.segmentPath(dir.path, 1)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let start = Int(found.offset), end = start + found.bytes
+        XCTAssertEqual(bytes[end - 1], 2)
+        bytes[end - 1] = 3
+        let crc = CRC32C.checksum(of: bytes[(start + 4)..<end])
+        for i in 0..<4 { bytes[start + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        let verification = try CaskStore.verify(at: dir.path)
+        XCTAssertEqual(verification.invalidHints.map(\.file), [StoreFiles.hintPath(dir.path, 1)], "\(verification)")
+        XCTAssertTrue(verification.invalidHints.first?.reason.contains("a batch that is not whole") ?? false, "\(verification)")
+
+        let report = try CaskStore.repair(at: dir.path)
+        XCTAssertTrue(try CaskStore.verify(at: dir.path).isClean, "\(report)")
+        let repaired = try CaskStore.open(at: dir.path, options: options())
+        defer { try? repaired.close() }
+        XCTAssertEqual(try repaired.get("before"), [1])
+        XCTAssertEqual(try repaired.get("after"), [4])
+        XCTAssertNil(try repaired.get("a"))
+        XCTAssertNil(try repaired.get("b"))
+    }
+
     func testAnInvalidOperationFailsTheWholeBatchUnwritten() throws {
         let dir = TemporaryDirectory("cask-batch-invalid")
         let store = try CaskStore.open(at: dir.path, options: options())

@@ -35,6 +35,11 @@ package struct HintCheck {
         /// the segment's end (lost with its tail), in file order.
         package var inDamage: [Entry] = []
         package var pastEnd: [Entry] = []
+        /// Entries for records the read found intact but then reported as damage — the members and
+        /// commit record of a batch that is not whole (a commit whose count disagrees, say). An open
+        /// trusting the hint would apply such a batch, which a read of the segment does not: the
+        /// hint no longer describes its segment.
+        package var reportedAsDamage: [Entry] = []
 
         /// Why the hint file is not valid for its segment as it is, or nil when it is: it agrees
         /// with every record and describes nothing else.
@@ -45,6 +50,9 @@ package struct HintCheck {
             }
             if let first = inDamage.first {
                 return "it lists \(inDamage.count) record\(inDamage.count == 1 ? "" : "s") inside damaged ranges of the segment (the first at offset \(first.offset))"
+            }
+            if let first = reportedAsDamage.first {
+                return "it lists \(reportedAsDamage.count) record\(reportedAsDamage.count == 1 ? "" : "s") that the segment reports as damage, a batch that is not whole (the first at offset \(first.offset)): an open trusting the hint would apply it"
             }
             return nil
         }
@@ -127,6 +135,14 @@ package struct HintCheck {
     package func finish(damage: [DamagedRange], segmentLength: Int64) -> Verdict {
         var verdict = Verdict(entries: entries.count, coveredLength: coveredLength, segmentLength: segmentLength, mismatch: mismatch)
         guard mismatch == nil else { return verdict }
+        let ranges = damage.filter { $0.kind != .segmentHeader }
+        if !ranges.isEmpty {
+            let unmatchedSet = Set(unmatched)
+            for index in 0..<next where !unmatchedSet.contains(index) {
+                let entry = entries[index]
+                if ranges.contains(where: { $0.contains(entry.offset, length: Int64(entry.recordLength)) }) { verdict.reportedAsDamage.append(entry) }
+            }
+        }
         for index in unmatched + Array(next..<entries.count) {
             let entry = entries[index]
             if entry.end > segmentLength {
