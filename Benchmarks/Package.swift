@@ -22,6 +22,8 @@ let package = Package(
             ],
             path: "Sources/cask-bench"
         ),
+        // A probe of listings with values on a store written in random and in key order.
+        .executableTarget(name: "listing-order-probe", dependencies: [.product(name: "Cask", package: "Cask")], path: "Sources/listing-order-probe"),
     ],
     swiftLanguageModes: [.v6]
 )
