@@ -136,23 +136,23 @@ package struct HintCheck {
         var verdict = Verdict(entries: entries.count, coveredLength: coveredLength, segmentLength: segmentLength, mismatch: mismatch)
         guard mismatch == nil else { return verdict }
         let ranges = damage.filter { $0.kind != .segmentHeader }
+        func insideDamage(_ entry: Entry) -> Bool { ranges.contains { $0.contains(entry.offset, length: Int64(entry.recordLength)) } }
+        // Entries matched with an intact record that the read then reported as damage.
         if !ranges.isEmpty {
             let unmatchedSet = Set(unmatched)
-            for index in 0..<next where !unmatchedSet.contains(index) {
-                let entry = entries[index]
-                if ranges.contains(where: { $0.contains(entry.offset, length: Int64(entry.recordLength)) }) { verdict.reportedAsDamage.append(entry) }
-            }
+            verdict.reportedAsDamage = (0..<next).filter { !unmatchedSet.contains($0) }.map { entries[$0] }.filter(insideDamage)
         }
         for index in unmatched + Array(next..<entries.count) {
             let entry = entries[index]
             if entry.end > segmentLength {
                 verdict.pastEnd.append(entry)
-            } else if damage.contains(where: { $0.kind != .segmentHeader && $0.contains(entry.offset, length: Int64(entry.recordLength)) }) {
+            } else if insideDamage(entry) {
                 verdict.inDamage.append(entry)
             } else {
                 verdict.mismatch = "the hint lists a record at offset \(entry.offset) that the segment does not hold"
                 verdict.inDamage = []
                 verdict.pastEnd = []
+                verdict.reportedAsDamage = []
                 return verdict
             }
         }
