@@ -186,6 +186,15 @@ package struct StoreRecovery {
             throw error
         }
         if let header { result.nextSeq = max(result.nextSeq, header.baseSeq) }
+        if !keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
+            // A read-only open beside a writer creating the segment (or after a crash while it
+            // did): no record is in it yet, and what its header will say (dictionary, salt) is
+            // not known. It is left out, so that a refresh takes it as a new segment and reads
+            // it from its header once that is written.
+            fileSystem.close(fd)
+            result.report.damagedRanges.append(torn)
+            return
+        }
         if keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
             // A crash while the segment was being created: its header is cut short, or has the right
             // length but was not all written (zeros), and no record follows it. Rewrite the header
