@@ -1,16 +1,17 @@
 /// Index updates that recovery applies a few records behind the one it has just read from a hint
-/// file.
+/// file or a segment.
 ///
 /// Each update's index lines (its home group's control bytes, entries and sequence numbers) are
 /// prefetched when it is queued; by its turn, ``depth`` records later, they are in the cache. The
 /// cache misses of consecutive records then overlap instead of following one another: a hint file
-/// is read in order, but its keys land at random places in the table.
+/// or a segment is read in order, but its keys land at random places in the table. (A scan applied
+/// its records at once while the index grew its way there, mostly in the cache; sized ahead by
+/// ``ScanSizing``, its misses took a quarter of a scanning open until they overlapped too.)
 ///
 /// Order is kept: updates come out in the order they went in, and ``drain(_:)`` hands back the
 /// rest, so the index ends as if each update had been applied at once. A key longer than
 /// ``maxQueuedKeyLength`` is not queued: the caller drains the queue, then applies it. A queue of
-/// depth 0 hands each update straight back (a scan's records, in file order, gain nothing from the
-/// wait), so that one code path serves both. Not thread-safe; one per hint file or scan.
+/// depth 0 hands each update straight back. Not thread-safe; one per hint file or scan.
 final class PendingIndexUpdates {
     struct Update {
         var type: RecordType

@@ -27,6 +27,8 @@ package struct StoreRecovery {
         package var contentEnds: [UInt64: Int64] = [:]
         /// Set when a hint turned out inconsistent after part of it was applied.
         var inconsistentHint: UInt64?
+        /// Sizes the index for the records of segments without a hint.
+        var scanSizing: ScanSizing?
         package var report = RecoveryReport()
         /// The dictionary files the listing found, by id.
         package var dictionaryFiles: [UInt32] = []
@@ -110,6 +112,7 @@ package struct StoreRecovery {
             dictionaries.noteListed(listing.dictionaryIDs)
             if let manifestProblem { result.report.damagedRanges.append(manifestProblem) }
             result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
+            result.scanSizing = ScanSizing(bytesToScan: unhintedBytes(ids.filter { !hinted.contains($0) }), index: result.index)
             result.index.beginRecovery()
             for id in ids {
                 try recoverSegment(id: id, isActive: id == listing.activeSegmentID, hasHint: hinted.contains(id), into: &result)
@@ -143,6 +146,13 @@ package struct StoreRecovery {
             total += header.withUnsafeBytes { Self.declaredEntries($0, segmentLength: segmentLength) } ?? 0
         }
         return total
+    }
+
+    /// The bytes after the header of the segments `ids` (which have no hint), as listed now.
+    private func unhintedBytes(_ ids: [UInt64]) -> Int64 {
+        ids.reduce(0) { total, id in
+            total + max(((try? fileSystem.fileSize(atPath: path(SegmentName.segment(id)))) ?? 0) - Int64(SegmentHeader.length), 0)
+        }
     }
 
     /// The entry count a hint file's header declares, if the header's checksum holds; capped at what
@@ -258,13 +268,15 @@ package struct StoreRecovery {
             }
         }
 
-        // The records the hint does not cover.
-        let immediate = PendingIndexUpdates(index: result.index, depth: 0)
+        // The records the hint does not cover. Their keys land at random in the index, as a hint's
+        // do: they are applied a few records behind, their lines prefetched meanwhile.
+        let pending = PendingIndexUpdates(index: result.index)
         var tailMembers: [Int64] = []
         let outcome = try reader.readRecords(
             from: min(scanFrom, length), settled: settled, batch: &batch,
             onRecord: { offset, header, bytes in
                 Self.count(seq: header.seq, valueLength: header.valueLength, into: &result, stats: &stats)
+                result.scanSizing?.noteScanned(length: header.recordLength)
                 if header.flags & RecordFlags.batchMember != 0 {
                     tailMembers.append(offset)
                     return
@@ -273,16 +285,20 @@ package struct StoreRecovery {
                 let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
                 Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
                            location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                           into: &result, stats: &stats, pending: immediate)
+                           into: &result, stats: &stats, pending: pending)
             },
             onBatch: { members in
                 for member in members {
                     member.key.withUnsafeBytes { key in
                         Self.index(key: key, type: member.type, seq: member.seq, expiresAt: member.expiresAt, location: member.location,
-                                   into: &result, stats: &stats, pending: immediate)
+                                   into: &result, stats: &stats, pending: pending)
                     }
                 }
             })
+        pending.drain { update in
+            Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                       into: &result, stats: &stats)
+        }
         /// From here on the segment ends at `newLength`; `cutting` truncates the file there too.
         func end(at newLength: Int64, cutting: Bool) throws(CaskError) {
             if cutting {
