@@ -129,34 +129,63 @@ final class RefreshTests: XCTestCase {
         try reader.close()
     }
 
-    /// The reader opens while the writer is creating a segment (its header cut short: none, part
-    /// of it, or zeros), and the writer then writes the header and records: the next refresh reads
-    /// the segment from its header, as a new one, and reports no damage. (It had remembered the
-    /// segment as read to its end, offset 0, and read the header as a record: "unknown record
-    /// type 83", found by the CI run of the cross-process test below.)
+    /// The reader opens while the writer is creating a segment (none of its header written, part
+    /// of it, or all of it and no record yet), and the writer then writes the rest: the next
+    /// refresh reads the segment's record and reports no damage. (A segment with part of its header
+    /// had been remembered as read to its end, and the refresh read the header as a record:
+    /// "unknown record type 83", found by the CI run of the cross-process test below. In an
+    /// encrypted store, whose records it then had no salt for, it missed the record and said nothing.)
     func testASegmentBeingCreatedAtTheOpenIsReadWholeOnceWritten() throws {
-        for cut in [0, 20, SegmentHeader.length] {
-            let dir = TemporaryDirectory("cask-refresh-created")
-            var writer = try CaskStore.open(at: dir.path, options: .manualCompaction())
-            try writer.put("first", [1])
-            try writer.close()
-            let created = dir.path + "/" + SegmentName.segment(2)
-            try Data(count: cut).write(to: URL(fileURLWithPath: created))
-            let reader = try CaskStore.open(at: dir.path, options: .readOnly)
-            assertStore(reader, matches: [Array("first".utf8): [1]], "at open, cut at \(cut)")
-            // The writer's open finishes the segment's creation and appends to it.
-            writer = try CaskStore.open(at: dir.path, options: .manualCompaction())
-            try writer.put("second", [2])
-            try writer.sync()
-            XCTAssertEqual(try writer.statistics().segments.map(\.id), [1, 2], "cut at \(cut)")
-            let result = try reader.refresh()
-            XCTAssertEqual(result.damage, [], "cut at \(cut)")
-            XCTAssertNil(result.reloadReason, "cut at \(cut)")
-            assertStore(reader, matches: [Array("first".utf8): [1], Array("second".utf8): [2]], "after the refresh, cut at \(cut)")
-            XCTAssertEqual(try reader.statistics().segments.map(\.id), [1, 2], "cut at \(cut)")
-            try writer.close()
-            try reader.close()
+        for encrypted in [false, true] {
+            var options = CaskStore.Options.manualCompaction(maxSegmentSize: 4096), readerOptions = CaskStore.Options.readOnly
+            if encrypted {
+                options.encryption = .key(EncryptionTests.key)
+                readerOptions.encryption = .key(EncryptionTests.key)
+            }
+            let headerLength = encrypted ? SegmentHeader.encryptedLength : SegmentHeader.length
+            for cut in [0, 20, headerLength] {
+                try readSegmentBeingCreated(cutAt: cut, headerLength: headerLength, options: options, readerOptions: readerOptions,
+                                            "cut at \(cut)\(encrypted ? ", encrypted" : "")")
+            }
         }
+    }
+
+    /// Writes until a second segment holds a record, then shows the reader that segment cut at
+    /// `cut` bytes (without its hint) at its open, and whole at its refresh.
+    private func readSegmentBeingCreated(
+        cutAt cut: Int, headerLength: Int, options: CaskStore.Options, readerOptions: CaskStore.Options, _ context: String
+    ) throws {
+        let dir = TemporaryDirectory("cask-refresh-created")
+        let writer = try CaskStore.open(at: dir.path, options: options)
+        var random = SeededGenerator(seed: UInt64(cut) + 7)
+        var model: [[UInt8]: [UInt8]] = [:]
+        while try writer.statistics().segments.count < 2 {
+            let key = Array("k\(model.count)".utf8), value = random.bytes(500)
+            try writer.put(key, value)
+            model[key] = value
+        }
+        try writer.close()
+        let last = Array("k\(model.count - 1)".utf8)
+        let created = dir.path + "/" + SegmentName.segment(2)
+        let whole = try XCTUnwrap(FileManager.default.contents(atPath: created))
+        XCTAssertGreaterThan(whole.count, cut + 100, context)
+        try whole.prefix(cut).write(to: URL(fileURLWithPath: created))
+        // A live writer's newest segment has no hint yet (the close wrote one).
+        try? FileManager.default.removeItem(atPath: dir.path + "/" + SegmentName.hint(2))
+        let reader = try CaskStore.open(at: dir.path, options: readerOptions)
+        var before = model
+        before[last] = nil
+        assertStore(reader, matches: before, "at open, \(context)")
+        // A whole header and no record yet: the segment is the reader's, read from its header's end.
+        XCTAssertEqual(try reader.statistics().segments.map(\.id), cut < headerLength ? [1] : [1, 2], context)
+        // The writer finishes the segment's creation and writes its record.
+        try whole.write(to: URL(fileURLWithPath: created))
+        let result = try reader.refresh()
+        XCTAssertEqual(result.damage, [], context)
+        XCTAssertNil(result.reloadReason, context)
+        assertStore(reader, matches: model, "after the refresh, \(context)")
+        XCTAssertEqual(try reader.statistics().segments.map(\.id), [1, 2], context)
+        try reader.close()
     }
 
     /// While the writer commits batches that set two keys to one value, a reader refreshes and
