@@ -50,6 +50,26 @@ package enum StoreFiles {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
+    /// Makes the checksum of the record at `offset` of `bytes` right again after a test changed
+    /// the record (so that the format's other rules, not the checksum, decide): the crc32c of its
+    /// bytes after the first four, to `offset + length` (default: the end of `bytes`), stored
+    /// little-endian in those four (FORMAT.md, "Records").
+    package static func rechecksumRecord(_ bytes: inout [UInt8], at offset: Int = 0, length: Int? = nil) {
+        let end = length.map { offset + $0 } ?? bytes.count
+        store(CRC32C.checksum(of: bytes[(offset + 4)..<end]), in: &bytes, at: offset)
+    }
+
+    /// The same for a segment header at the start of `bytes`: the crc32c of bytes 0 ..< 36 stored
+    /// at 36, or an encrypted store's (version 3), of 0 ..< 104 at 104.
+    package static func rechecksumSegmentHeader(_ bytes: inout [UInt8], encrypted: Bool = false) {
+        let covered = encrypted ? 104 : 36
+        store(CRC32C.checksum(of: bytes[0..<covered]), in: &bytes, at: covered)
+    }
+
+    private static func store(_ crc: UInt32, in bytes: inout [UInt8], at offset: Int) {
+        for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+    }
+
     /// Every file of a directory with its bytes (to prove that nothing changed).
     package static func snapshot(_ directory: String) throws -> [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]

@@ -74,8 +74,7 @@ final class BatchTests: XCTestCase {
         let start = Int(found.offset), end = start + found.bytes
         XCTAssertEqual(bytes[end - 1], 2)
         bytes[end - 1] = 3
-        let crc = CRC32C.checksum(of: bytes[(start + 4)..<end])
-        for i in 0..<4 { bytes[start + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        StoreFiles.rechecksumRecord(&bytes, at: start, length: found.bytes)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
 
         let verification = try CaskStore.verify(at: dir.path)

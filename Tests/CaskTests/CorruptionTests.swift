@@ -237,8 +237,7 @@ final class CorruptionTests: XCTestCase {
         let first = StoreFiles.segmentPath(dir.path, 1)
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: first)))
         for i in 0..<8 { bytes[24 + i] = 0xFF }
-        let crc = CRC32C.checksum(of: bytes[0..<36])
-        for i in 0..<4 { bytes[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        StoreFiles.rechecksumSegmentHeader(&bytes)
         try Data(bytes).write(to: URL(fileURLWithPath: first))
         try FileManager.default.removeItem(atPath: StoreFiles.hintPath(dir.path, 1))
 
@@ -331,8 +330,7 @@ final class CorruptionTests: XCTestCase {
             let original = try StoreFiles.read(path)
             var newer = original
             newer[8] = 4  // format version 4, with a valid header checksum: a newer Cask wrote it
-            let crc = CRC32C.checksum(of: newer[0..<36])
-            for i in 0..<4 { newer[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+            StoreFiles.rechecksumSegmentHeader(&newer)
             try StoreFiles.write(path, newer)
             for readOnly in [false, true] {
                 XCTAssertThrowsError(try CaskStore.open(at: fixture.dir.path, options: options(readOnly: readOnly)), "segment \(id)") { error in

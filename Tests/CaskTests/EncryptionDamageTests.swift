@@ -165,8 +165,7 @@ final class EncryptionDamageTests: XCTestCase {
         let ours = try StoreFiles.read(store.appending(mine[0]))
         forged.replaceSubrange(40..<56, with: ours[40..<56])
         forged.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(9_000).littleEndian, toByteOffset: 16, as: UInt64.self) }
-        let crc = CRC32C.checksum(of: forged[0..<104])
-        forged.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: 104, as: UInt32.self) }
+        StoreFiles.rechecksumSegmentHeader(&forged, encrypted: true)
         try StoreFiles.write(store.appending(planted), forged)
         try assertRefused(planted, "a forged header")
         try FileManager.default.removeItem(atPath: store.appending(planted))
@@ -315,8 +314,7 @@ final class EncryptionDamageTests: XCTestCase {
         let (sealed, active) = (store.appending(names[0]), store.appending(names.last!))
         var forged = try StoreFiles.read(sealed)
         forged.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 24, as: UInt64.self) }
-        let crc = CRC32C.checksum(of: forged[0..<104])
-        forged.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: 104, as: UInt32.self) }
+        StoreFiles.rechecksumSegmentHeader(&forged, encrypted: true)
         try StoreFiles.write(sealed, forged)
         try StoreFiles.write(active, try StoreFiles.read(active) + [0x42, 0x17, 0x99])  // a torn write
         let opened = try CaskStore.open(at: store.path, options: EncryptionTests.options())

@@ -236,8 +236,7 @@ final class FormatTests: XCTestCase {
             }
             // Checksum fixed up half the time, so that the header rules, not the checksum, decide.
             if Bool.random(using: &rng), record.count >= 4 {
-                let crc = CRC32C.checksum(of: record[4...])
-                for byte in 0..<4 { record[byte] = UInt8(truncatingIfNeeded: crc >> (8 * byte)) }
+                StoreFiles.rechecksumRecord(&record)
             }
             if case .success = validate(record) { accepted += 1 }
             _ = parse(record)
@@ -431,8 +430,7 @@ final class FormatTests: XCTestCase {
         }
         func resealed(_ bytes: [UInt8]) -> [UInt8] {
             var bytes = bytes
-            let crc = CRC32C.checksum(of: bytes[0..<36])
-            for i in 0..<4 { bytes[36 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+            StoreFiles.rechecksumSegmentHeader(&bytes)
             return bytes
         }
         for length in 0..<SegmentHeader.length {

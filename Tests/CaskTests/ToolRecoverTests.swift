@@ -655,8 +655,7 @@ final class ToolRecoverTests: XCTestCase {
         var bad = record("b", [UInt8](repeating: 0x61, count: 1000), seq: 2)
         XCTAssertEqual(Array(bad[8...9]), [0xE8, 0x07], "value length 1000")
         bad[8] = 0xE9
-        let crc = bad[4...].withUnsafeBytes { CRC32C.checksum(of: $0) }
-        withUnsafeBytes(of: crc.littleEndian) { bad.replaceSubrange(0..<4, with: $0) }
+        StoreFiles.rechecksumRecord(&bad)
         let header = SegmentHeader(segmentID: 1, baseSeq: 1).encoded()
         try StoreFiles.write(directory + "/0000000001.cask", header + first + bad + last)
         XCTAssertEqual(try cask(["verify", directory]).status, 65)

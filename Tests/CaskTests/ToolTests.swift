@@ -580,8 +580,7 @@ final class ToolTests: XCTestCase {
         XCTAssertEqual(record[5], RecordFlags.lz4, "the value must have been compressed")
         XCTAssertEqual(Array(record[8...9]), [0xE8, 0x07], "value length 1000")
         record[8] = 0xE9  // value length 1001: the payload still expands to 1000 bytes
-        let crc = record[4...].withUnsafeBytes { CRC32C.checksum(of: $0) }
-        withUnsafeBytes(of: crc.littleEndian) { record.replaceSubrange(0..<4, with: $0) }
+        StoreFiles.rechecksumRecord(&record)
         let segment = dir.appending("0000000001.cask")
         try Data(SegmentHeader(segmentID: 1, baseSeq: 1).encoded() + record).write(to: URL(fileURLWithPath: segment))
 
