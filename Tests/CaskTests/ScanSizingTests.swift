@@ -3,7 +3,8 @@ import XCTest
 import CaskTestSupport
 
 /// Recovery sizes the index ahead of a scan of segments without hints: once, early, for the whole
-/// scan, and the room that overwritten keys did not need is given back at the end.
+/// scan; for the keys the records are projected to add, not for the records; and the room that
+/// overwritten keys did not need is given back at the end.
 final class ScanSizingTests: XCTestCase {
     /// Feeds `records` records of `length` bytes through a sizing and into a recovering index, as
     /// recovery does (the record counted, then indexed); key `i % keys`. Returns the table's slot
@@ -36,7 +37,8 @@ final class ScanSizingTests: XCTestCase {
         XCTAssertEqual(index.count, records)
     }
 
-    /// A scan of one key overwritten ten times: sized for every record, then shrunk to its keys.
+    /// 20,000 keys written ten times over: the first 20,000 records are new keys, so the first
+    /// checkpoints size the table for every record; the end shrinks it to its keys.
     func testRoomForOverwrittenKeysIsGivenBack() {
         let index = KeyIndex(hasher: KeyHasher(seed: 8))
         index.beginRecovery()
@@ -51,6 +53,18 @@ final class ScanSizingTests: XCTestCase {
             let location = Array("key-\(i)".utf8).withUnsafeBytes { index.lookup($0) }
             XCTAssertEqual(location?.offset, UInt32(40 + (records - keys + i) * 64), "key-\(i)")
         }
+    }
+
+    /// A scan of a few keys written again and again: the records since each checkpoint take
+    /// almost no slot, and almost nothing is reserved for the records to come.
+    func testAFewKeysOverwrittenOverAndOverReserveLittle() {
+        let index = KeyIndex(hasher: KeyHasher(seed: 10))
+        index.beginRecovery()
+        let records = 200_000, keys = 100
+        let slotCounts = scan(records: records, keys: keys, length: 64, bytesToScan: Int64(records * 64), into: index)
+        XCTAssertLessThan(slotCounts.max()!, 20_000, "sized for records that took no slot")
+        index.endRecovery()
+        XCTAssertEqual(index.count, keys)
     }
 
     /// With nothing declared to scan (only hinted segments, whose tails are scanned), nothing is reserved.
