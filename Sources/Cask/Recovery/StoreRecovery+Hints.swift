@@ -63,10 +63,7 @@ extension StoreRecovery {
                                into: &result, stats: &loaded, pending: pending)
                 }
             }
-            pending.drain { update in
-                Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                      into: &result, stats: &loaded)
-            }
+            Self.drain(pending, into: &result, stats: &loaded)
             return outcome
         }
         switch outcome {

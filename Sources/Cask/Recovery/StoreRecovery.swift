@@ -196,16 +196,16 @@ package struct StoreRecovery {
             throw error
         }
         if let header { result.nextSeq = max(result.nextSeq, header.baseSeq) }
-        if !keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
-            // A read-only open beside a writer creating the segment (or after a crash while it
-            // did): no record is in it yet, and what its header will say (dictionary, salt) is
-            // not known. It is left out, so that a refresh takes it as a new segment and reads
-            // it from its header once that is written.
-            fileSystem.close(fd)
-            result.report.damagedRanges.append(torn)
-            return
-        }
-        if keepOpenForWriting, let torn = headerDamage, torn.kind == .tornTail {
+        if let torn = headerDamage, torn.kind == .tornTail {
+            guard keepOpenForWriting else {
+                // A read-only open beside a writer creating the segment (or after a crash while it
+                // did): no record is in it yet, and what its header will say (dictionary, salt) is
+                // not known. It is left out, so that a refresh takes it as a new segment and reads
+                // it from its header once that is written.
+                fileSystem.close(fd)
+                result.report.damagedRanges.append(torn)
+                return
+            }
             // A crash while the segment was being created: its header is cut short, or has the right
             // length but was not all written (zeros), and no record follows it. Rewrite the header
             // (encrypted: with a new salt, as for any new segment).
@@ -295,10 +295,7 @@ package struct StoreRecovery {
                     }
                 }
             })
-        pending.drain { update in
-            Self.apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                       into: &result, stats: &stats)
-        }
+        Self.drain(pending, into: &result, stats: &stats)
         /// From here on the segment ends at `newLength`; `cutting` truncates the file there too.
         func end(at newLength: Int64, cutting: Bool) throws(CaskError) {
             if cutting {
@@ -362,14 +359,19 @@ package struct StoreRecovery {
         into result: inout Result, stats: inout SegmentStats, pending: PendingIndexUpdates
     ) {
         guard key.count <= PendingIndexUpdates.maxQueuedKeyLength else {
-            pending.drain { update in
-                apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
-                      into: &result, stats: &stats)
-            }
+            drain(pending, into: &result, stats: &stats)
             return apply(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location, into: &result, stats: &stats)
         }
         if let due = pending.add(key: key, type: type, seq: seq, expiresAt: expiresAt, location: location) {
             apply(key: due.key, type: due.type, seq: due.seq, expiresAt: due.expiresAt, location: due.location, into: &result, stats: &stats)
+        }
+    }
+
+    /// Applies every update still waiting in `pending`, in order.
+    static func drain(_ pending: PendingIndexUpdates, into result: inout Result, stats: inout SegmentStats) {
+        pending.drain { update in
+            apply(key: update.key, type: update.type, seq: update.seq, expiresAt: update.expiresAt, location: update.location,
+                  into: &result, stats: &stats)
         }
     }
 
