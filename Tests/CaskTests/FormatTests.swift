@@ -595,6 +595,74 @@ final class FormatTests: XCTestCase {
         assertHintMatches(empty, hint: emptyHint, id: 5)
     }
 
+    /// Version 3 entries code each seq and key against the block's entry before: seqs that go down
+    /// (a compaction's output), the largest seq, keys that extend, shorten, repeat or share nothing
+    /// with the key before, all come back as they went in.
+    func testHintEntriesCodedAgainstTheEntryBeforeRoundTrip() {
+        let records: [(String, UInt64)] = [
+            ("drafts/ada/1000", 10), ("drafts/ada/1001", 11), ("drafts/ada", 3), ("drafts/ada/1001/x", Limits.maxSeq),
+            ("zed", 1), ("zed", 2), ("drafts/ada/1000", 9), ("z", 12), (String(repeating: "k", count: Limits.maxKeyLength), 4),
+            (String(repeating: "k", count: Limits.maxKeyLength - 1) + "j", 5), ("a", Limits.maxSeq - 1),
+        ]
+        var bytes = SegmentHeader(segmentID: 6, baseSeq: 1).encoded()
+        var headers: [(Int64, RecordHeader, [UInt8])] = []
+        for (key, seq) in records {
+            let record = encodeRecord(.put, seq: seq, key: Array(key.utf8), value: Array("v\(seq)".utf8))
+            headers.append((Int64(bytes.count), try! validate(record).get(), Array(key.utf8)))
+            bytes += record
+        }
+        let segment = Segment(bytes: bytes, headers: headers)
+        let hint = makeHint(segment, id: 6)
+        XCTAssertEqual(hint.withUnsafeBytes { $0.readLittleEndian(at: 8, as: UInt16.self) }, 3, "version 3")
+        assertHintMatches(segment, hint: hint, id: 6)
+    }
+
+    /// A version 3 hint made by hand: a raw block of `entries`, describing `coveredLength` segment bytes.
+    private func handMadeHint(id: UInt64, entries: [[UInt8]], coveredLength: Int) -> [UInt8] {
+        let block = entries.flatMap { $0 }
+        var header = HintFile.magic + [3, 0, 48, 0, 1, 0, 0, 0]
+        for field in [id, UInt64(coveredLength), UInt64(entries.count)] { header += withUnsafeBytes(of: field.littleEndian, Array.init) }
+        header += [0, 0, 0, 0]
+        header += withUnsafeBytes(of: CRC32C.checksum(of: header).littleEndian, Array.init)
+        var blockHeader: [UInt8] = []
+        for field in [UInt32(block.count), UInt32(block.count), 0, CRC32C.checksum(of: block)] {
+            blockHeader += withUnsafeBytes(of: field.littleEndian, Array.init)
+        }
+        return header + blockHeader + block
+    }
+
+    /// Each refusal of a version 3 entry beside the same entry made valid: a `shared` longer than the
+    /// key before, a seq delta that leaves 1 ... 2^63 − 1 or overflows, a key of no bytes.
+    func testHintEntriesCodedAgainstTheEntryBeforeAreCheckedStrictly() {
+        // put, no flags, seq 5, record of 12 bytes, value 1 byte, shared 0, key "ab".
+        let first: [UInt8] = [1, 0, 10, 12, 1, 0, 2] + Array("ab".utf8)
+        // The same with the largest seq: zigzag(2^63 - 1) = 2^64 - 2, a 10-byte varint; record of 20 bytes.
+        let firstAtMax: [UInt8] = [1, 0, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 20, 1, 0, 2] + Array("ab".utf8)
+        func check(
+            _ leading: [UInt8], _ leadingLength: Int, valid: [UInt8], invalid: [UInt8], length: Int, invalidLength: Int? = nil, _ what: String
+        ) {
+            let covered = SegmentHeader.length + leadingLength + length
+            let good = handMadeHint(id: 8, entries: [leading, valid], coveredLength: covered)
+            XCTAssertNotNil(readHint(good, id: 8, segmentLength: Int64(covered)), "valid: \(what)")
+            XCTAssertNotNil(applyHint(good, id: 8, segmentLength: Int64(covered)), "valid: \(what)")
+            let badCovered = SegmentHeader.length + leadingLength + (invalidLength ?? length)
+            let bad = handMadeHint(id: 8, entries: [leading, invalid], coveredLength: badCovered)
+            XCTAssertNil(readHint(bad, id: 8, segmentLength: Int64(badCovered)), what)
+            XCTAssertNil(applyHint(bad, id: 8, segmentLength: Int64(badCovered)), what)
+        }
+        // Key "abx" (3 bytes, record of 13): shared 2 + "x" is fine, shared 3 + "" reaches past "ab".
+        check(first, 12, valid: [1, 0, 2, 13, 1, 2, 1] + Array("x".utf8), invalid: [1, 0, 2, 13, 1, 3, 0], length: 13, "shared past the key before")
+        // Seq 5 - 4 = 1 is fine; 5 - 5 = 0 is not (zigzag(-4) = 7, zigzag(-5) = 9).
+        check(first, 12, valid: [1, 0, 7, 12, 1, 0, 2] + Array("cd".utf8), invalid: [1, 0, 9, 12, 1, 0, 2] + Array("cd".utf8), length: 12, "seq 0")
+        // From the largest seq: - 1 is fine, + 1 is past it.
+        check(firstAtMax, 20, valid: [1, 0, 1, 20, 1, 0, 2] + Array("cd".utf8), invalid: [1, 0, 2, 20, 1, 0, 2] + Array("cd".utf8), length: 20, "seq past 2^63 - 1")
+        // A delta of 2^63 - 1 from the largest seq overflows a signed 64-bit sum.
+        check(firstAtMax, 20, valid: [1, 0, 1, 20, 1, 0, 2] + Array("cd".utf8),
+              invalid: [1, 0, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 20, 1, 0, 2] + Array("cd".utf8), length: 20, "seq overflow")
+        // A key of 0 bytes (record of 10 bytes as its length would give) against one of 1.
+        check(first, 12, valid: [1, 0, 2, 11, 1, 1, 0], invalid: [1, 0, 2, 10, 1, 0, 0], length: 11, invalidLength: 10, "empty key")
+    }
+
     func testHintFileRejectsDamage() {
         var rng = SeededGenerator(seed: 32)
         let segment = makeSegment(id: 12, records: 40, keyLength: 1...20, rng: &rng)

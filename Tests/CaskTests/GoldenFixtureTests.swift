@@ -152,16 +152,36 @@ final class GoldenFixtureTests: XCTestCase {
         XCTAssertTrue(names.contains("0000000001.dict"), "\(names)")
     }
 
+    /// Where the hint files the fixtures had before hint entries were delta-coded are kept: version 1
+    /// hints of golden-v1's and golden-v2's segments, and the whole encrypted store golden-v3 was
+    /// (its segments' salts are those its version 2 hints name). A store written then reads the same.
+    static func olderHints(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/\(name)").path
+    }
+
     func testFixtureOpensWithExpectedContents() throws {
-        try checkContents(fixture: Self.fixture, write: Self.write)
+        try checkContents(fixture: Self.fixture, olderHints: Self.olderHints("golden-v1-hints-v1"), write: Self.write)
     }
 
     func testFixtureOpensWithExpectedContentsVersion2() throws {
-        try checkContents(fixture: Self.fixtureV2, write: Self.writeVersion2)
+        try checkContents(fixture: Self.fixtureV2, olderHints: Self.olderHints("golden-v2-hints-v1"), write: Self.writeVersion2)
     }
 
     func testFixtureOpensWithExpectedContentsVersion3() throws {
-        try checkContents(fixture: Self.fixtureV3, write: Self.writeVersion3, encryption: .key(Self.keyV3))
+        try checkContents(
+            fixture: Self.fixtureV3, olderHints: Self.olderHints("golden-v3-hints-v2"), write: Self.writeVersion3, encryption: .key(Self.keyV3))
+    }
+
+    /// The hints this version writes are delta-coded (3, and 4 when encrypted); the older ones are not.
+    func testFixtureHintVersions() throws {
+        for (directory, version) in [
+            (Self.fixture, 3), (Self.fixtureV2, 3), (Self.fixtureV3, 4),
+            (Self.olderHints("golden-v1-hints-v1"), 1), (Self.olderHints("golden-v2-hints-v1"), 1), (Self.olderHints("golden-v3-hints-v2"), 2),
+        ] {
+            let hints = try Self.files(in: directory).filter { $0.key.hasSuffix(".hint") }
+            XCTAssertEqual(hints.count, 2, directory)
+            for (name, bytes) in hints { XCTAssertEqual(Int(bytes[8]) | Int(bytes[9]) << 8, version, "\(directory)/\(name)") }
+        }
     }
 
     /// Not byte for byte: every replay draws a new store id and new salts. The same files with the
@@ -208,18 +228,25 @@ final class GoldenFixtureTests: XCTestCase {
         }
     }
 
-    private func checkContents(fixture: String, write: (String) throws -> [String: [UInt8]], encryption: Encryption = .none) throws {
+    /// Opens the fixture with its hints, with the hints of `olderHints` laid over it, and with none.
+    private func checkContents(
+        fixture: String, olderHints: String, write: (String) throws -> [String: [UInt8]], encryption: Encryption = .none
+    ) throws {
         let scratch = TemporaryDirectory("cask-golden-expected")
         let expected = try write(scratch.path)
-        for useHints in [true, false] {
+        for hints in [fixture, olderHints, nil] {
             let copy = TemporaryDirectory("cask-golden-copy")
-            for (name, bytes) in try Self.files(in: fixture) where useHints || !name.hasSuffix(".hint") {
+            for (name, bytes) in try Self.files(in: fixture) where hints != nil || !name.hasSuffix(".hint") {
                 try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name))
+            }
+            if hints == olderHints {
+                for (name, bytes) in try Self.files(in: olderHints) { try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name)) }
             }
             var options = CaskStore.Options(durability: .os, readOnly: true)
             options.encryption = encryption
             let store = try CaskStore.open(at: copy.path, options: options)
             XCTAssertTrue(store.recoveryReport.isClean, "\(store.recoveryReport)")
+            XCTAssertEqual(store.recoveryReport.segmentsFromHints, hints == nil ? 0 : 2, "hints from \(hints ?? "nowhere")")
             XCTAssertEqual(store.count, expected.count)
             for (key, value) in expected { XCTAssertEqual(try store.get(key), value, key) }
             XCTAssertNil(try store.get("alpha2"))

@@ -799,7 +799,7 @@ extension SecondReaderTests {
             // header's tag fails): ignored, the segment scanned, nothing damaged.
             let hintPath = StoreFiles.hintPath(original.path, victim)
             let hint = try StoreFiles.read(hintPath)
-            XCTAssertEqual(Array(hint[8..<12]), [2, 0, 96, 0], "a version 2 hint")
+            XCTAssertEqual(Array(hint[8..<12]), [4, 0, 96, 0], "a version 4 hint")
             let storedLength = Int(hint[100]) | Int(hint[101]) << 8 | Int(hint[102]) << 16 | Int(hint[103]) << 24
             let blockByte = 112 + storedLength / 2
             let hintDamages: [(String, (String) throws -> Void)] = [

@@ -78,6 +78,11 @@ ENCRYPTION_FILE_LENGTH = 68
 FORMAT_VERSION_ENCRYPTED = 3     # the segments of an encrypted store
 SEGMENT_HEADER_LENGTH_ENCRYPTED = 108
 HINT_VERSION_ENCRYPTED = 2
+# Hint versions: 1 and 2 (encrypted) code each entry whole; 3 and 4 (encrypted) code its seq and
+# key against the entry before in the block ("Hint files").
+HINT_VERSIONS_PLAIN = (1, 3)
+HINT_VERSIONS_ENCRYPTED = (2, 4)
+HINT_VERSIONS_DELTA = (3, 4)
 HINT_HEADER_LENGTH_ENCRYPTED = 96
 DICTIONARY_VERSION_ENCRYPTED = 2
 DICTIONARY_HEADER_LENGTH_ENCRYPTED = 64
@@ -624,44 +629,44 @@ def parse_compaction_manifest(data):
 
 def hint_header(hint, encryption):
     """The fields of a hint file's header that its header checks vouch for (magic, checksum, version
-    and header length; with `encryption`, version 2 and its tag), or raises Invalid. Returns
-    (block count, segment id, covered length, entry count, segment salt or None, the hint's
-    FileCipher or None)."""
+    and header length; with `encryption`, version 2 or 4 and its tag), or raises Invalid. Returns
+    (version, block count, segment id, covered length, entry count, segment salt or None, the
+    hint's FileCipher or None)."""
     header_length = HINT_HEADER_LENGTH_ENCRYPTED if encryption else HINT_HEADER_LENGTH
     if len(hint) < 12:
         raise Invalid("hint shorter than its header")
     if hint[0:8] != HINT_MAGIC:
         raise Invalid("bad hint magic")
     version, length = struct.unpack_from("<HH", hint, 8)
-    if encryption is None and version == HINT_VERSION_ENCRYPTED:
-        raise Invalid("an encrypted store's hint (version 2) in a store that is not encrypted")
-    if encryption is not None and version == FORMAT_VERSION:
-        raise Invalid("a version 1 hint in an encrypted store")
+    if encryption is None and version in HINT_VERSIONS_ENCRYPTED:
+        raise Invalid("an encrypted store's hint (version %d) in a store that is not encrypted" % version)
+    if encryption is not None and version in HINT_VERSIONS_PLAIN:
+        raise Invalid("a version %d hint in an encrypted store" % version)
     if len(hint) < header_length:
         raise Invalid("hint shorter than its header")
     crc_at = header_length - 4
     if crc32c(hint, 0, crc_at) != struct.unpack_from("<I", hint, crc_at)[0]:
         raise Invalid("hint header checksum mismatch")
-    if version != (HINT_VERSION_ENCRYPTED if encryption else FORMAT_VERSION):
+    if version not in (HINT_VERSIONS_ENCRYPTED if encryption else HINT_VERSIONS_PLAIN):
         raise Invalid("unknown hint version %d" % version)
     if length != header_length:
         raise Invalid("unknown hint header length %d" % length)
     block_count, hint_segment, covered, entry_count = struct.unpack_from("<IQQQ", hint, 12)
     if encryption is None:
-        return block_count, hint_segment, covered, entry_count, None, None
+        return version, block_count, hint_segment, covered, entry_count, None, None
     segment_salt = bytes(hint[40:56])
     cipher = encryption.cipher(bytes(hint[56:72]))
     if not cipher.tag_holds(0, hint[72:88], hint[0:72]):
         raise Invalid("hint header tag does not hold")
-    return block_count, hint_segment, covered, entry_count, segment_salt, cipher
+    return version, block_count, hint_segment, covered, entry_count, segment_salt, cipher
 
 
 def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=None):
     """Parses and checks a whole hint file. Returns (covered length, entries) or raises Invalid.
 
-    With `encryption` (an encrypted store), the hint must be version 2 and describe the segment
-    whose header holds `segment_salt`."""
-    block_count, hint_segment, covered, entry_count, hint_segment_salt, cipher = hint_header(hint, encryption)
+    With `encryption` (an encrypted store), the hint must be version 2 or 4 and describe the
+    segment whose header holds `segment_salt`."""
+    version, block_count, hint_segment, covered, entry_count, hint_segment_salt, cipher = hint_header(hint, encryption)
     first_record = SEGMENT_HEADER_LENGTH_ENCRYPTED if encryption else SEGMENT_HEADER_LENGTH
     tag = TAG_LENGTH if encryption else 0
     if hint_segment != segment_id:
@@ -703,8 +708,13 @@ def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=N
             stored = cipher.open(block_index + 1, stored, block_header, "block %d" % block_index)
         raw = stored if codec == 0 else lz4_decompress(stored, raw_length)
         p = 0
+        previous = None  # the block's entry before, which a version 3 or 4 entry is coded against
         while p < raw_length:
-            e, p = parse_hint_entry(raw, p, raw_length, encryption is not None)
+            if version in HINT_VERSIONS_DELTA:
+                e, p = parse_delta_hint_entry(raw, p, raw_length, encryption is not None, previous)
+            else:
+                e, p = parse_hint_entry(raw, p, raw_length, encryption is not None)
+            previous = e
             e.offset = offset
             offset += e.record_length
             entries.append(e)
@@ -740,7 +750,8 @@ def plausible_record_length(e, key_length, encrypted):
     return any(1 <= rest - k <= bound and varint_size(rest - k) == k for k in range(1, 6))
 
 
-def parse_hint_entry(raw, p, end, encrypted=False):
+def hint_entry_type_and_flags(raw, p, end, encrypted):
+    """A hint entry's first two bytes, checked: a new HintEntry with its type and flags."""
     if p + 2 > end:
         raise Invalid("hint entry spans the end of its block")
     e = HintEntry()
@@ -752,6 +763,12 @@ def parse_hint_entry(raw, p, end, encrypted=False):
         raise Invalid("hint entry with unknown flags 0x%02x" % e.flags)
     if bool(e.flags & FLAG_ENCRYPTED) != encrypted:
         raise Invalid("hint entry %s the encrypted flag" % ("without" if encrypted else "with"))
+    return e
+
+
+def parse_hint_entry(raw, p, end, encrypted=False):
+    """A version 1 or 2 entry: seq and key whole."""
+    e = hint_entry_type_and_flags(raw, p, end, encrypted)
     p += 2
     e.seq, p = read_varint(raw, p, end)
     if not 1 <= e.seq <= MAX_SEQ:
@@ -761,6 +778,36 @@ def parse_hint_entry(raw, p, end, encrypted=False):
     key_length, p = read_varint(raw, p, end)
     if not 1 <= key_length <= MAX_KEY_LENGTH:
         raise Invalid("hint entry key length %d out of range" % key_length)
+    return finish_hint_entry(e, raw, p, end, encrypted, b"", key_length)
+
+
+def parse_delta_hint_entry(raw, p, end, encrypted, previous):
+    """A version 3 or 4 entry: its seq a zigzag delta from `previous` (the block's entry before,
+    None for the first: seq 0), its key `shared` bytes of the previous key and a suffix."""
+    e = hint_entry_type_and_flags(raw, p, end, encrypted)
+    p += 2
+    zigzag, p = read_varint(raw, p, end)
+    delta = zigzag >> 1 if zigzag & 1 == 0 else -(zigzag >> 1) - 1
+    e.seq = (previous.seq if previous else 0) + delta
+    if not 1 <= e.seq <= MAX_SEQ:
+        raise Invalid("hint entry sequence number %d out of range" % e.seq)
+    e.record_length, p = read_varint(raw, p, end)
+    e.value_length, p = read_varint(raw, p, end)
+    shared, p = read_varint(raw, p, end)
+    previous_key = previous.key if previous else b""
+    if shared > len(previous_key):
+        raise Invalid("hint entry shares %d bytes of a key of %d" % (shared, len(previous_key)))
+    suffix_length, p = read_varint(raw, p, end)
+    key_length = shared + suffix_length
+    if not 1 <= key_length <= MAX_KEY_LENGTH:
+        raise Invalid("hint entry key length %d out of range" % key_length)
+    return finish_hint_entry(e, raw, p, end, encrypted, previous_key[:shared], suffix_length)
+
+
+def finish_hint_entry(e, raw, p, end, encrypted, key_prefix, key_rest):
+    """The checks and fields after the lengths: `key_prefix` and the `key_rest` bytes at the end of
+    the entry make its key."""
+    key_length = len(key_prefix) + key_rest
     if e.value_length > MAX_VALUE_LENGTH:
         raise Invalid("hint entry value length %d out of range" % e.value_length)
     if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~(FLAG_BATCH | FLAG_ENCRYPTED)):
@@ -775,10 +822,10 @@ def parse_hint_entry(raw, p, end, encrypted=False):
             raise Invalid("hint entry expiry spans the end of its block")
         e.expires_at = struct.unpack_from("<Q", raw, p)[0]
         p += 8
-    if p + key_length > end:
+    if p + key_rest > end:
         raise Invalid("hint entry key spans the end of its block")
-    e.key = bytes(raw[p:p + key_length])
-    p += key_length
+    e.key = bytes(key_prefix) + bytes(raw[p:p + key_rest])
+    p += key_rest
     return e, p
 
 
@@ -1015,7 +1062,7 @@ class Reader:
                 # Rule 5, lost tails: a hint whose header holds (and, encrypted, names this very
                 # segment file) and covers more than the segment.
                 try:
-                    _blocks, hint_segment, covered, _entries, segment_salt, _cipher = hint_header(hint, self.encryption)
+                    _version, _blocks, hint_segment, covered, _entries, segment_salt, _cipher = hint_header(hint, self.encryption)
                 except Invalid:
                     pass
                 else:

@@ -254,7 +254,7 @@ private let seedStores: [(String, (String) throws -> Void)] = [
         try store.close()
     }),
     ("encrypted", { directory in
-        // ChaCha20-Poly1305 under fuzzKey: segments of 4 KiB with their version 2 hints, records of
+        // ChaCha20-Poly1305 under fuzzKey: segments of 4 KiB with their version 4 hints, records of
         // every shape (raw and LZ4, a batch with a delete, expiries, deletes). (The target compacts
         // every image; the encrypted dictionary seed holds a compaction's outputs.)
         var options = CaskStore.Options(durability: .buffered)

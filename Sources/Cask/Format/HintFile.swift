@@ -16,7 +16,7 @@ package struct HintEntry {
 /// ```
 /// header (48 bytes)
 ///  0  8 bytes magic "CASKHNT\0"
-///  8  u16     format version (1)
+///  8  u16     format version (3; 1 for a hint written before entries were delta-coded)
 /// 10  u16     header length (48)
 /// 12  u32     block count
 /// 16  u64     segment id
@@ -27,13 +27,16 @@ package struct HintEntry {
 /// blocks, each: u32 raw length (<= 1 MiB), u32 stored length, u32 codec (0 raw, 1 lz4),
 ///               u32 crc32c of the stored bytes, then the stored bytes
 /// entries, packed in the raw bytes of the blocks, never split across blocks:
-///   u8 type, u8 flags, varint seq, varint record length, varint value length, varint key length,
-///   [u64 expiresAt when flags has bit 1], key bytes
+///   u8 type, u8 flags, zigzag varint seq delta, varint record length, varint value length,
+///   varint shared, varint suffix length, [u64 expiresAt when flags has bit 1], suffix bytes
+///   — the seq delta from the block's entry before (0 before the first), the key as the first
+///   `shared` bytes of that entry's key followed by the suffix. Version 1 entries had a plain
+///   varint seq and a varint key length followed by the whole key.
 /// ```
 /// Records are contiguous, so entry offsets are implied: the first record starts right after the
 /// segment header, each next one where the previous ends, and the last ends at the covered length.
 ///
-/// An encrypted store's hints are version 2 (FORMAT.md, "Encryption"): a 96-byte header that adds
+/// An encrypted store's hints are version 4 (2 before delta-coded entries; FORMAT.md, "Encryption"): a 96-byte header that adds
 /// the segment's salt (the hint describes that segment and no other), the hint's own salt and a tag
 /// authenticating the header; each block's stored bytes are sealed (ciphertext and a 16-byte tag,
 /// message `index + 1` of the hint's cipher, its first 12 bytes as associated data).
@@ -45,7 +48,15 @@ package enum HintFile {
     package static let encryptedHeaderLength = 96
     package static let blockHeaderLength = 16
     package static let maxBlockLength = 1 << 20
-    static let maxEntryLength = 1 + 1 + 10 + 5 + 5 + 3 + 8 + Limits.maxKeyLength
+    static let maxEntryLength = 1 + 1 + 10 + 5 + 5 + 3 + 3 + 8 + Limits.maxKeyLength
+    /// What this version of Cask writes: delta-coded entries, plain and sealed.
+    static let writtenVersion: UInt16 = 3
+    static let writtenEncryptedVersion: UInt16 = 4
+
+    /// Whether a hint of `version` (1 to 4) is sealed: 2 and 4.
+    package static func isEncrypted(version: UInt16) -> Bool { version == 2 || version == 4 }
+    /// Whether a hint of `version` (1 to 4) codes each entry against the one before: 3 and 4.
+    static func isDeltaCoded(version: UInt16) -> Bool { version >= 3 }
 
     /// What an encrypted store's hints are sealed and checked with: the store's encryption and the
     /// salt of the segment the hint describes.
@@ -67,6 +78,9 @@ package enum HintFile {
         private var blocks: UInt32 = 0
         private var entries: UInt64 = 0
         private var coveredLength: Int64
+        /// The key and seq of the block's last entry, which the next one is coded against.
+        private var previousKey: [UInt8] = []
+        private var previousSeq: UInt64 = 0
         private let compressor = LZ4Compressor()
         /// An encrypted store's: the segment's salt, the hint's salt and its cipher.
         private let sealing: (segmentSalt: [UInt8], salt: [UInt8], cipher: FileCipher)?
@@ -87,14 +101,18 @@ package enum HintFile {
         /// Adds the record that starts at the current covered length.
         package mutating func add(_ header: RecordHeader, key: UnsafeRawBufferPointer) {
             if raw.count + HintFile.maxEntryLength > HintFile.maxBlockLength { flushBlock() }
+            let shared = zip(previousKey, key).prefix { $0 == $1 }.count
             raw.append(byte: header.type.rawValue)
             raw.append(byte: header.flags)
-            raw.append(varint: header.seq)
+            raw.append(varint: HintFile.zigzag(header.seq &- previousSeq))
             raw.append(varint: UInt64(header.recordLength))
             raw.append(varint: UInt64(header.valueLength))
-            raw.append(varint: UInt64(key.count))
+            raw.append(varint: UInt64(shared))
+            raw.append(varint: UInt64(key.count - shared))
             if let expiresAt = header.expiresAt { raw.append(littleEndian: expiresAt) }
-            raw.append(key)
+            raw.append(UnsafeRawBufferPointer(rebasing: key[shared...]))
+            previousKey.replaceSubrange(shared..., with: key[shared...])
+            previousSeq = header.seq
             entries += 1
             coveredLength += Int64(header.recordLength)
         }
@@ -142,6 +160,8 @@ package enum HintFile {
             output.set(littleEndian: crc, at: start + 12)
             blocks += 1
             raw.count = 0
+            previousKey.removeAll(keepingCapacity: true)
+            previousSeq = 0
         }
 
         /// The complete hint file bytes.
@@ -150,7 +170,7 @@ package enum HintFile {
             let headerLength = sealing == nil ? HintFile.headerLength : HintFile.encryptedHeaderLength
             var header = ByteBuffer(capacity: headerLength)
             HintFile.magic.withUnsafeBytes { header.append($0) }
-            header.append(littleEndian: UInt16(sealing == nil ? 1 : 2))
+            header.append(littleEndian: sealing == nil ? HintFile.writtenVersion : HintFile.writtenEncryptedVersion)
             header.append(littleEndian: UInt16(headerLength))
             header.append(littleEndian: blocks)
             header.append(littleEndian: segmentID)
@@ -193,7 +213,20 @@ package enum HintFile {
 
     /// The length of a hint file's header, from its version field (48 or 96); nil for another version.
     private static func headerLength(ofVersion version: UInt16) -> Int? {
-        version == 1 ? headerLength : version == 2 ? encryptedHeaderLength : nil
+        guard (1...4).contains(version) else { return nil }
+        return isEncrypted(version: version) ? encryptedHeaderLength : headerLength
+    }
+
+    /// A seq delta as an entry stores it: the difference `seq − previous` (wrapping, read as signed:
+    /// a compaction's output holds seqs out of order) with its sign in the low bit.
+    static func zigzag(_ difference: UInt64) -> UInt64 {
+        let signed = Int64(bitPattern: difference)
+        return UInt64(bitPattern: (signed << 1) ^ (signed >> 63))
+    }
+
+    /// The signed difference a ``zigzag(_:)`` value stores.
+    static func unzigzag(_ stored: UInt64) -> Int64 {
+        Int64(bitPattern: (stored >> 1) ^ (0 &- (stored & 1)))
     }
 
     /// What a hint file's header declares, when its magic, version, length and checksum hold (its
@@ -221,8 +254,8 @@ package enum HintFile {
     /// Validates a whole hint file, then calls `body` for each entry, in record order.
     /// Returns `nil` without calling `body` when anything is inconsistent (including a covered
     /// length over `segmentLength`). Decodes the file twice; recovery uses the faster ``apply``.
-    /// `sealing`: an encrypted store's (its hints must be version 2, sealed for this segment);
-    /// nil for a store that is not encrypted (its hints must be version 1).
+    /// `sealing`: an encrypted store's (its hints must be version 2 or 4, sealed for this segment);
+    /// nil for a store that is not encrypted (its hints must be version 1 or 3).
     package static func forEachEntry(
         in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, _ body: (HintEntry) -> Void
     ) -> Summary? {
@@ -255,7 +288,10 @@ package enum HintFile {
         guard let summary = declaredSummary(bytes, sealing: sealing), summary.segmentID == segmentID else { return nil }
         let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
         // An encrypted store's hints are sealed, and a store that is not encrypted has no sealed ones.
-        guard (version == 2) == (sealing != nil) else { return nil }
+        guard isEncrypted(version: version) == (sealing != nil) else { return nil }
+        let deltaCoded = isDeltaCoded(version: version)
+        // A delta-coded entry's key is rebuilt here from the entry before's (allocated on the first).
+        var keyBuffer: [UInt8] = []
         let cipher = sealing.map { $0.encryption.cipher(salt: UnsafeRawBufferPointer(rebasing: bytes[56..<72])) }
         let tagLength = sealing == nil ? 0 : FileCipher.tagLength
         let blockCount = Int(bytes.readLittleEndian(at: 12, as: UInt32.self))
@@ -304,9 +340,15 @@ package enum HintFile {
                     return decoded ? rawLength : 0
                 }
                 guard decoded else { return nil }
-                ok = raw.withUnsafeBytes { parseEntries($0, sealed: sealing != nil, offset: &offset, count: &entries, body) }
+                ok = raw.withUnsafeBytes { block in
+                    deltaCoded
+                        ? parseDeltaEntries(block, sealed: sealing != nil, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
+                        : parseEntries(block, sealed: sealing != nil, offset: &offset, count: &entries, body)
+                }
             } else {
-                ok = parseEntries(stored, sealed: sealing != nil, offset: &offset, count: &entries, body)
+                ok = deltaCoded
+                    ? parseDeltaEntries(stored, sealed: sealing != nil, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
+                    : parseEntries(stored, sealed: sealing != nil, offset: &offset, count: &entries, body)
             }
             guard ok else { return nil }
         }
@@ -327,8 +369,62 @@ package enum HintFile {
         return recordLength - fixed >= 2 && recordLength - fixed <= Varint.size(of: UInt64(bound)) + bound
     }
 
-    /// `sealed`: entries of an encrypted segment, every one of which has the encrypted flag (and
-    /// otherwise none has).
+    /// The entries of one block of a version 3 or 4 hint: each entry's seq and key coded against the
+    /// block's entry before (``parseEntries(_:sealed:offset:count:_:)`` otherwise). `keyBuffer`
+    /// holds the key being rebuilt; `body` sees it only during its call.
+    private static func parseDeltaEntries(
+        _ block: UnsafeRawBufferPointer, sealed: Bool, keyBuffer: inout [UInt8], offset: inout Int64, count: inout UInt64,
+        _ body: (HintEntry) -> Void
+    ) -> Bool {
+        if keyBuffer.isEmpty { keyBuffer = [UInt8](repeating: 0, count: Limits.maxKeyLength) }
+        return keyBuffer.withUnsafeMutableBytes { keyBytes in
+            var position = 0
+            var previousSeq: UInt64 = 0
+            var previousKeyLength = 0
+            while position < block.count {
+                guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
+                let flags = block[position + 1]
+                guard flags & ~RecordFlags.known == 0, flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0,
+                      (flags & RecordFlags.encrypted != 0) == sealed
+                else { return false }
+                position += 2
+                guard let seqDelta = Varint.read(block, at: &position),
+                      let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),
+                      let valueLength = Varint.read(block, at: &position), valueLength <= UInt64(Limits.maxValueLength),
+                      let shared = Varint.read(block, at: &position), shared <= UInt64(previousKeyLength),
+                      let suffixLength = Varint.read(block, at: &position), suffixLength <= UInt64(Limits.maxKeyLength)
+                else { return false }
+                let (signedSeq, overflow) = Int64(bitPattern: previousSeq).addingReportingOverflow(unzigzag(seqDelta))
+                let keyLength = Int(shared) + Int(suffixLength)
+                guard !overflow, signedSeq >= 1, UInt64(signedSeq) <= Limits.maxSeq, keyLength >= 1, keyLength <= Limits.maxKeyLength
+                else { return false }
+                let seq = UInt64(signedSeq)
+                guard isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), keyLength: keyLength)
+                else { return false }
+                var expiresAt: UInt64?
+                if flags & RecordFlags.expires != 0 {
+                    guard block.count - position >= 8 else { return false }
+                    expiresAt = block.readLittleEndian(at: position, as: UInt64.self)
+                    position += 8
+                }
+                guard block.count - position >= Int(suffixLength) else { return false }
+                UnsafeMutableRawBufferPointer(rebasing: keyBytes[Int(shared)..<keyLength])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: block[position..<(position + Int(suffixLength))]))
+                position += Int(suffixLength)
+                body(HintEntry(
+                    offset: offset, type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength),
+                    expiresAt: expiresAt, key: UnsafeRawBufferPointer(rebasing: keyBytes[0..<keyLength])))
+                offset += Int64(recordLength)
+                count += 1
+                previousSeq = seq
+                previousKeyLength = keyLength
+            }
+            return true
+        }
+    }
+
+    /// The entries of one block of a version 1 or 2 hint (seq and key whole). `sealed`: entries of
+    /// an encrypted segment, every one of which has the encrypted flag (and otherwise none has).
     private static func parseEntries(
         _ block: UnsafeRawBufferPointer, sealed: Bool, offset: inout Int64, count: inout UInt64, _ body: (HintEntry) -> Void
     ) -> Bool {

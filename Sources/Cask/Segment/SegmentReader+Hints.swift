@@ -58,8 +58,10 @@ extension SegmentReader {
     package static func refusal(of hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?) -> String {
         if hint.count >= 10, hint.prefix(8).elementsEqual(HintFile.magic) {
             let version = hint.readLittleEndian(at: 8, as: UInt16.self)
-            if sealing != nil && version == 1 { return "hint file is not encrypted, in an encrypted store" }
-            if sealing == nil && version == 2 { return "hint file is encrypted, in a store that is not" }
+            if (1...4).contains(version) {
+                if sealing != nil && !HintFile.isEncrypted(version: version) { return "hint file is not encrypted, in an encrypted store" }
+                if sealing == nil && HintFile.isEncrypted(version: version) { return "hint file is encrypted, in a store that is not" }
+            }
         }
         if let summary = HintFile.declaredSummary(hint, sealing: sealing), summary.segmentID == segmentID, summary.coveredLength > segmentLength {
             return "it describes \(summary.coveredLength) bytes of a segment of \(segmentLength), and fails validation (block checksum or entry encoding)"
