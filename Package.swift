@@ -18,8 +18,9 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
-        // The system zstd library (Debian: libzstd-dev), for its dictionary trainer only
-        // (`ZDICT_trainFromBuffer`): records are LZ4 blocks, compressed against trained dictionaries.
+        // The system zstd library (Debian: libzstd-dev): its dictionary trainer (`ZDICT_trainFromBuffer`;
+        // records are LZ4 blocks, compressed against trained dictionaries), and the frames hint
+        // file blocks are stored in.
         .systemLibrary(
             name: "CZstd",
             path: "Sources/CZstd",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev) and zstd's
-# dictionary trainer (libzstd-dev), and libsodium (libsodium-dev) for encryption at rest; for the
+# Installs what Cask needs to build on Debian/Ubuntu: the system LZ4 library (liblz4-dev), zstd
+# (libzstd-dev: its dictionary trainer, and hint blocks), and libsodium (libsodium-dev) for encryption at rest; for the
 # tests' second reader, Python's `cryptography` package.
 # Idempotent: does nothing when it is already there. Usage: Tools/setup.sh
 set -euo pipefail

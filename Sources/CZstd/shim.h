@@ -1,6 +1,7 @@
 #ifndef CASK_CZSTD_SHIM_H
 #define CASK_CZSTD_SHIM_H
-// Only the dictionary trainer of the system zstd library (Debian: libzstd-dev): Cask compresses
-// with LZ4, and trains the dictionaries its LZ4 blocks use with zstd's trainer.
+// The system zstd library (Debian: libzstd-dev): its dictionary trainer, for the LZ4 dictionaries
+// records are compressed against, and its frames, for the blocks of hint files.
 #include <zdict.h>
+#include <zstd.h>
 #endif

@@ -586,7 +586,7 @@ final class FormatTests: XCTestCase {
         }
         let compressible = Segment(bytes: bytes, headers: compressibleHeaders)
         let compressibleHint = makeHint(compressible, id: 4)
-        XCTAssertEqual(compressibleHint.withUnsafeBytes { $0.readLittleEndian(at: HintFile.headerLength + 8, as: UInt32.self) }, 1, "lz4 block")
+        XCTAssertEqual(compressibleHint.withUnsafeBytes { $0.readLittleEndian(at: HintFile.headerLength + 8, as: UInt32.self) }, 2, "a zstd frame")
         assertHintMatches(compressible, hint: compressibleHint, id: 4)
         // No records at all.
         let empty = Segment(bytes: SegmentHeader(segmentID: 5, baseSeq: 1).encoded(), headers: [])

@@ -27,7 +27,8 @@ failures.
 --now sets the current time (milliseconds since 1970) used for expiry; by default the clock.
 
 Standard library only, and for encrypted stores the `cryptography` package (its AES-256-GCM and
-ChaCha20-Poly1305; HChaCha20 is here). Nothing here is taken from the Swift sources; see FORMAT.md.
+ChaCha20-Poly1305; HChaCha20 is here); hint blocks stored as zstd frames (codec 2) are expanded by
+the system libzstd through ctypes. Nothing here is taken from the Swift sources; see FORMAT.md.
 """
 
 import json
@@ -598,6 +599,47 @@ def load_dictionary_encrypted(directory, dictionary_id, expected_salt, encryptio
         return unusable(str(error))
 
 
+def zstd_compress_bound(n):
+    """ZSTD_compressBound from zstd.h: n + n/256, plus (131072 - n)/2048 below 128 KiB."""
+    return n + n // 256 + ((131072 - n) // 2048 if n < 131072 else 0)
+
+
+_zstd = None
+
+
+def zstd_decompress(src, expected_length):
+    """A hint block of codec 2: exactly one zstd frame stating `expected_length` as its content size,
+    naming no dictionary, expanding to exactly that many bytes."""
+    global _zstd
+    import ctypes
+    import ctypes.util
+    if _zstd is None:
+        name = ctypes.util.find_library("zstd") or "libzstd.so.1"
+        _zstd = ctypes.CDLL(name)
+        _zstd.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+        _zstd.ZSTD_getFrameContentSize.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _zstd.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+        _zstd.ZSTD_findFrameCompressedSize.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _zstd.ZSTD_getDictID_fromFrame.restype = ctypes.c_uint
+        _zstd.ZSTD_getDictID_fromFrame.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _zstd.ZSTD_decompress.restype = ctypes.c_size_t
+        _zstd.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        _zstd.ZSTD_isError.restype = ctypes.c_uint
+        _zstd.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    src = bytes(src)
+    if _zstd.ZSTD_getFrameContentSize(src, len(src)) != expected_length:
+        raise Invalid("zstd: the frame does not state a content size of %d" % expected_length)
+    if _zstd.ZSTD_findFrameCompressedSize(src, len(src)) != len(src):
+        raise Invalid("zstd: not exactly one frame")
+    if _zstd.ZSTD_getDictID_fromFrame(src, len(src)) != 0:
+        raise Invalid("zstd: the frame names a dictionary")
+    out = ctypes.create_string_buffer(expected_length)
+    produced = _zstd.ZSTD_decompress(out, expected_length, src, len(src))
+    if _zstd.ZSTD_isError(produced) or produced != expected_length:
+        raise Invalid("zstd: the frame does not expand to %d bytes" % expected_length)
+    return out.raw
+
+
 # ---------------------------------------------------------------------------------------------
 # Hint files
 
@@ -695,6 +737,9 @@ def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=N
         elif codec == 1:
             if not 1 + tag <= stored_length <= lz4_compress_bound(raw_length) + tag:
                 raise Invalid("lz4 block %d stored length %d out of range" % (block_index, stored_length))
+        elif codec == 2:
+            if not 1 + tag <= stored_length <= zstd_compress_bound(raw_length) + tag:
+                raise Invalid("zstd block %d stored length %d out of range" % (block_index, stored_length))
         else:
             raise Invalid("block %d has unknown codec %d" % (block_index, codec))
         if pos + stored_length > len(hint):
@@ -706,7 +751,7 @@ def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=N
         if cipher is not None:
             # Message number i + 1, the block's first 12 bytes as associated data.
             stored = cipher.open(block_index + 1, stored, block_header, "block %d" % block_index)
-        raw = stored if codec == 0 else lz4_decompress(stored, raw_length)
+        raw = stored if codec == 0 else lz4_decompress(stored, raw_length) if codec == 1 else zstd_decompress(stored, raw_length)
         p = 0
         previous = None  # the block's entry before, which a version 3 or 4 entry is coded against
         while p < raw_length:

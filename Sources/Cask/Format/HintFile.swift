@@ -24,7 +24,7 @@ package struct HintEntry {
 /// 32  u64     entry count
 /// 40  u32     reserved, zero
 /// 44  u32     crc32c of bytes 0 ..< 44
-/// blocks, each: u32 raw length (<= 1 MiB), u32 stored length, u32 codec (0 raw, 1 lz4),
+/// blocks, each: u32 raw length (<= 1 MiB), u32 stored length, u32 codec (0 raw, 1 lz4, 2 zstd),
 ///               u32 crc32c of the stored bytes, then the stored bytes
 /// entries, packed in the raw bytes of the blocks, never split across blocks:
 ///   u8 type, u8 flags, zigzag varint seq delta, varint record length, varint value length,
@@ -81,7 +81,7 @@ package enum HintFile {
         /// The key and seq of the block's last entry, which the next one is coded against.
         private var previousKey: [UInt8] = []
         private var previousSeq: UInt64 = 0
-        private let compressor = LZ4Compressor()
+        private let compressor = ZstdCompressor()
         /// An encrypted store's: the segment's salt, the hint's salt and its cipher.
         private let sealing: (segmentSalt: [UInt8], salt: [UInt8], cipher: FileCipher)?
 
@@ -132,7 +132,7 @@ package enum HintFile {
                     return stored
                 }
             }
-            let codec: UInt32 = stored > 0 ? 1 : 0
+            let codec: UInt32 = stored > 0 ? 2 : 0
             if stored == 0 {
                 raw.withUnsafeBytes { output.append($0) }
                 stored = raw.count
@@ -309,7 +309,8 @@ package enum HintFile {
             let crc = bytes.readLittleEndian(at: position + 12, as: UInt32.self)
             position += blockHeaderLength
             guard rawLength > 0, rawLength <= maxBlockLength, storedLength > tagLength, storedLength <= bytes.count - position,
-                  codec <= 1, codec == 1 ? storedLength <= LZ4Compressor.bound(rawLength) + tagLength : storedLength == rawLength + tagLength
+                  let bound = storedBound(codec: codec, rawLength: rawLength),
+                  codec == 0 ? storedLength == rawLength + tagLength : storedLength <= bound + tagLength
             else { return nil }
             var stored = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + storedLength)])
             position += storedLength
@@ -332,11 +333,11 @@ package enum HintFile {
                 stored = opened.withUnsafeBytes { $0 }
             }
             let ok: Bool
-            if codec == 1 {
+            if codec != 0 {
                 raw.count = 0
                 var decoded = false
                 raw.appendWithUnsafeSpace(rawLength) { space in
-                    decoded = LZ4Decompressor.decompress(stored, into: space)
+                    decoded = codec == 1 ? LZ4Decompressor.decompress(stored, into: space) : ZstdDecompressor.decompress(stored, into: space)
                     return decoded ? rawLength : 0
                 }
                 guard decoded else { return nil }
@@ -355,6 +356,17 @@ package enum HintFile {
         guard position == bytes.count else { return nil }
         guard !decode || (entries == summary.entryCount && offset == summary.coveredLength) else { return nil }
         return summary
+    }
+
+    /// The most bytes a block of `rawLength` bytes may be stored in with `codec` (before a sealed
+    /// block's tag); nil for an unknown codec.
+    private static func storedBound(codec: UInt32, rawLength: Int) -> Int? {
+        switch codec {
+        case 0: rawLength
+        case 1: LZ4Compressor.bound(rawLength)
+        case 2: ZstdCompressor.bound(rawLength)
+        default: nil
+        }
     }
 
     /// Whether a record with these fields could have exactly `recordLength` bytes (FORMAT.md, "Hint
