@@ -47,8 +47,7 @@ extension Compactor {
                 var unsure: [Int] = []
                 state.withoutLocking { shared in
                     for (position, record) in staged.enumerated() {
-                        let keyStart = record.start + record.header.headerLength
-                        let key = UnsafeRawBufferPointer(rebasing: raw[keyStart..<(keyStart + record.header.keyLength)])
+                        let key = record.header.key(in: UnsafeRawBufferPointer(rebasing: raw[record.start...]))
                         // What `judge` compares: a put's own location when the index points at it,
                         // a tombstone's key's location (nil: absent).
                         current.append(ReaderRegistry.shared.read { () -> RecordLocation? in
@@ -65,8 +64,8 @@ extension Compactor {
                 guard !unsure.isEmpty else { return }
                 state.read { shared in
                     for position in unsure {
-                        let record = staged[position], keyStart = record.start + record.header.headerLength
-                        current[position] = shared.index.lookup(UnsafeRawBufferPointer(rebasing: raw[keyStart..<(keyStart + record.header.keyLength)]))
+                        let record = staged[position]
+                        current[position] = shared.index.lookup(record.header.key(in: UnsafeRawBufferPointer(rebasing: raw[record.start...])))
                     }
                 }
             }

@@ -54,16 +54,14 @@ final class Recompression {
     func recompress(_ bytes: UnsafeRawBufferPointer, header: RecordHeader, from input: SegmentFile, offset: UInt32) throws(CaskError) -> Int? {
         guard header.type == .put else { return nil }
         if sampler != nil {
-            let payloadStart = header.headerLength + header.keyLength
-            sample(header, payload: UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + header.storedLength)]), from: input)
+            sample(header, payload: UnsafeRawBufferPointer(rebasing: bytes[header.payloadRange]), from: input)
         }
         let outputDictionary = dictionary?.id ?? 0
         let mustChange = header.usesDictionary && input.dictionary.id != outputDictionary
         let mayGain = outputDictionary != 0 && !header.usesDictionary && header.valueLength >= RecordEncoder.minimumCompressibleLength
         guard mustChange || mayGain else { return nil }
-        let keyStart = header.headerLength, payloadStart = keyStart + header.keyLength
-        let key = UnsafeRawBufferPointer(rebasing: bytes[keyStart..<payloadStart])
-        let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + header.storedLength)])
+        let key = header.key(in: bytes)
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[header.payloadRange])
         record.count = 0
         let length: Int
         if header.isCompressed {

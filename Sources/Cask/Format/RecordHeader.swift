@@ -31,6 +31,14 @@ package struct RecordHeader: Equatable, Sendable {
     package var isEncrypted: Bool { flags & RecordFlags.encrypted != 0 }
     /// Where the payload ends: the end of the record, or of its ciphertext.
     package var payloadEnd: Int { headerLength + keyLength + storedLength }
+    /// Where the key is in the record's bytes (an encrypted record's once opened): every reader of a
+    /// record's key takes it from here.
+    package var keyRange: Range<Int> { headerLength..<(headerLength + keyLength) }
+    /// Where the stored payload is: right after the key, ``storedLength`` bytes.
+    package var payloadRange: Range<Int> { (headerLength + keyLength)..<payloadEnd }
+
+    /// The key of the record whose bytes start at `record`.
+    package func key(in record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: record[keyRange]) }
     /// The whole record: header, key and payload, and an encrypted record's tag.
     package var recordLength: Int { payloadEnd + (isEncrypted ? FileCipher.tagLength : 0) }
 

@@ -38,7 +38,7 @@ extension CaskStore {
                         dictionaryID: header.flatMap { $0.dictionaryID == 0 ? nil : $0.dictionaryID })))
                 },
                 onRecord: { offset, header, bytes in
-                    let key = Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                    let key = Array(bytes[header.keyRange])
                     var committed: Range<UInt64>?
                     if header.type == .batch {
                         let first = key.withBytes { BatchAssembler.firstSeq(ofCommitKey: $0) }

@@ -74,7 +74,7 @@ extension StoreRepair {
                 if let encryption, let salt = header?.sealing?.salt { hintSealing = HintFile.Sealing(encryption: encryption, segmentSalt: salt) }
             },
             onRecord: { offset, header, bytes in
-                let key = bytes[header.headerLength..<(header.headerLength + header.keyLength)]
+                let key = bytes[header.keyRange]
                 records.append(ScannedRecord(
                     offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
                     valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
@@ -172,9 +172,9 @@ extension StoreRepair {
             throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
         }
         guard case .success(let header) = bytes.withBytes({ RecordHeader.parse($0) }),
-              header.type != .batch, header.headerLength + header.keyLength <= read else { return nil }
+              header.type != .batch, header.keyRange.upperBound <= read else { return nil }
         return RepairReport.LostRecord(
             file: segmentPath, offset: range.offset, type: header.type, seq: header.seq,
-            key: Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)]), verified: false)
+            key: Array(bytes[header.keyRange]), verified: false)
     }
 }

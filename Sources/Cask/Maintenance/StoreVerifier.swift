@@ -157,8 +157,7 @@ package struct StoreVerifier {
     /// Why a record that passed its checksum still cannot be read, or nil when it can.
     static func payloadProblem(_ header: RecordHeader, _ record: UnsafeRawBufferPointer, dictionary: SegmentDictionary) -> String? {
         guard header.isCompressed else { return nil }
-        let start = header.headerLength + header.keyLength
-        let payload = UnsafeRawBufferPointer(rebasing: record[start..<(start + header.storedLength)])
+        let payload = UnsafeRawBufferPointer(rebasing: record[header.payloadRange])
         return withScratchBytes(header.valueLength) { CaskStore.payloadProblem(header, payload: payload, dictionary: dictionary, into: $0) }
     }
 }

@@ -282,7 +282,7 @@ package struct StoreRecovery {
                     return
                 }
                 guard header.type != .batch else { return }
-                let key = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                let key = header.key(in: bytes)
                 Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
                            location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
                            into: &result, stats: &stats, pending: pending)

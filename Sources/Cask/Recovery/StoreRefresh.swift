@@ -116,7 +116,7 @@ struct StoreRefresh {
             from: start, settled: start, batch: &batch,
             onRecord: { offset, header, bytes in
                 guard header.flags & RecordFlags.batchMember == 0 else { return }
-                let key = Array(bytes[header.headerLength..<(header.headerLength + header.keyLength)])
+                let key = Array(bytes[header.keyRange])
                 records.append(Record(
                     key: key, type: header.type, seq: header.seq, valueLength: header.valueLength, expiresAt: header.expiresAt,
                     location: RecordLocation(segmentID: id, offset: UInt32(offset), length: UInt32(header.recordLength))))

@@ -128,7 +128,7 @@ package struct HintCheck {
         check(
             offset: offset, type: header.type, flags: header.flags, seq: header.seq, recordLength: header.recordLength,
             valueLength: header.valueLength, expiresAt: header.expiresAt,
-            key: UnsafeRawBufferPointer(rebasing: record[header.headerLength..<(header.headerLength + header.keyLength)]))
+            key: header.key(in: record))
     }
 
     /// After the read: the verdict, given the segment's damaged ranges and its length.

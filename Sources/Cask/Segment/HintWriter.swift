@@ -20,7 +20,7 @@ package enum HintWriter {
         var entries = 0
         var batch = BatchAssembler()
         let outcome = try reader.readRecords(from: file.contentStart, batch: &batch, onRecord: { _, header, bytes in
-            encoder.add(header, key: UnsafeRawBufferPointer(rebasing: bytes[header.headerLength..<(header.headerLength + header.keyLength)]))
+            encoder.add(header, key: header.key(in: bytes))
             entries += 1
         })
         // Reserved zeros at its end (a crash can leave them after a sealed segment) are no record and

@@ -288,17 +288,16 @@ package struct SegmentReader: ~Copyable {
         settledEnd: inout Int64, onRecord: (Int64, RecordHeader, UnsafeRawBufferPointer) -> Void, onBatch: ([BatchAssembler.Member]) -> Void
     ) {
         onRecord(offset, header, bytes)
-        let keyStart = header.headerLength, valueStart = keyStart + header.keyLength
         let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength))
         if header.flags & RecordFlags.batchMember != 0 {
             batch.hold(.init(
-                key: Array(bytes[keyStart..<valueStart]), type: header.type, seq: header.seq, valueLength: header.valueLength,
+                key: Array(bytes[header.keyRange]), type: header.type, seq: header.seq, valueLength: header.valueLength,
                 expiresAt: header.expiresAt, location: location))
             return
         }
         settledEnd = offset + Int64(header.recordLength)
         guard header.type == .batch else { return }
-        let firstSeq = BatchAssembler.firstSeq(ofCommitKey: UnsafeRawBufferPointer(rebasing: bytes[keyStart..<valueStart]))
+        let firstSeq = BatchAssembler.firstSeq(ofCommitKey: header.key(in: bytes))
         let count = Self.memberCount(ofCommit: header, bytes)
         switch batch.commit(firstSeq: firstSeq, commitSeq: header.seq, count: count ?? 0) {
         case .whole(let members):
@@ -311,8 +310,8 @@ package struct SegmentReader: ~Copyable {
     /// The member count a commit record's value states (FORMAT.md, "Batches": a varint and nothing
     /// else), nil if the value is not exactly one varint. `bytes`: the whole record, as delivered.
     package static func memberCount(ofCommit header: RecordHeader, _ bytes: UnsafeRawBufferPointer) -> UInt64? {
-        let valueStart = header.headerLength + header.keyLength, valueEnd = valueStart + header.storedLength
-        var valueOffset = valueStart
+        let valueEnd = header.payloadEnd
+        var valueOffset = header.payloadRange.lowerBound
         let count = Varint.read(UnsafeRawBufferPointer(rebasing: bytes[0..<valueEnd]), at: &valueOffset)
         return valueOffset == valueEnd ? count : nil
     }
