@@ -342,14 +342,10 @@ package enum HintFile {
                 }
                 guard decoded else { return nil }
                 ok = raw.withUnsafeBytes { block in
-                    deltaCoded
-                        ? parseDeltaEntries(block, sealed: sealing != nil, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
-                        : parseEntries(block, sealed: sealing != nil, offset: &offset, count: &entries, body)
+                    parseEntries(block, sealed: sealing != nil, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
                 }
             } else {
-                ok = deltaCoded
-                    ? parseDeltaEntries(stored, sealed: sealing != nil, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
-                    : parseEntries(stored, sealed: sealing != nil, offset: &offset, count: &entries, body)
+                ok = parseEntries(stored, sealed: sealing != nil, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
             }
             guard ok else { return nil }
         }
@@ -381,14 +377,16 @@ package enum HintFile {
         return recordLength - fixed >= 2 && recordLength - fixed <= Varint.size(of: UInt64(bound)) + bound
     }
 
-    /// The entries of one block of a version 3 or 4 hint: each entry's seq and key coded against the
-    /// block's entry before (``parseEntries(_:sealed:offset:count:_:)`` otherwise). `keyBuffer`
-    /// holds the key being rebuilt; `body` sees it only during its call.
-    private static func parseDeltaEntries(
-        _ block: UnsafeRawBufferPointer, sealed: Bool, keyBuffer: inout [UInt8], offset: inout Int64, count: inout UInt64,
+    /// The entries of one block, in record order. Those of a version 3 or 4 hint (`deltaCoded`) code
+    /// their seq and key against the block's entry before, the key rebuilt in `keyBuffer`; those of
+    /// a version 1 or 2 hint hold them whole. `body` sees an entry's key only during its call.
+    /// `sealed`: entries of an encrypted segment, every one of which has the encrypted flag (and
+    /// otherwise none has).
+    private static func parseEntries(
+        _ block: UnsafeRawBufferPointer, sealed: Bool, deltaCoded: Bool, keyBuffer: inout [UInt8], offset: inout Int64, count: inout UInt64,
         _ body: (HintEntry) -> Void
     ) -> Bool {
-        if keyBuffer.isEmpty { keyBuffer = [UInt8](repeating: 0, count: Limits.maxKeyLength) }
+        if deltaCoded && keyBuffer.isEmpty { keyBuffer = [UInt8](repeating: 0, count: Limits.maxKeyLength) }
         return keyBuffer.withUnsafeMutableBytes { keyBytes in
             var position = 0
             var previousSeq: UInt64 = 0
@@ -400,18 +398,23 @@ package enum HintFile {
                       (flags & RecordFlags.encrypted != 0) == sealed
                 else { return false }
                 position += 2
-                guard let seqDelta = Varint.read(block, at: &position),
+                // Whole: seq, record length, value length, key length. Delta-coded: seq delta,
+                // record length, value length, shared, suffix length.
+                guard let seqField = Varint.read(block, at: &position),
                       let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),
                       let valueLength = Varint.read(block, at: &position), valueLength <= UInt64(Limits.maxValueLength),
-                      let shared = Varint.read(block, at: &position), shared <= UInt64(previousKeyLength),
-                      let suffixLength = Varint.read(block, at: &position), suffixLength <= UInt64(Limits.maxKeyLength)
+                      let shared = deltaCoded ? Varint.read(block, at: &position) : UInt64(0), shared <= UInt64(previousKeyLength),
+                      let stored = Varint.read(block, at: &position), stored <= UInt64(Limits.maxKeyLength)
                 else { return false }
-                let (signedSeq, overflow) = Int64(bitPattern: previousSeq).addingReportingOverflow(unzigzag(seqDelta))
-                let keyLength = Int(shared) + Int(suffixLength)
-                guard !overflow, signedSeq >= 1, UInt64(signedSeq) <= Limits.maxSeq, keyLength >= 1, keyLength <= Limits.maxKeyLength
-                else { return false }
-                let seq = UInt64(signedSeq)
-                guard isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), keyLength: keyLength)
+                var seq = seqField
+                if deltaCoded {
+                    let (sum, overflow) = Int64(bitPattern: previousSeq).addingReportingOverflow(unzigzag(seqField))
+                    guard !overflow, sum >= 1 else { return false }
+                    seq = UInt64(sum)
+                }
+                let keyLength = Int(shared) + Int(stored)
+                guard seq >= 1, seq <= Limits.maxSeq, keyLength >= 1, keyLength <= Limits.maxKeyLength,
+                      isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), keyLength: keyLength)
                 else { return false }
                 var expiresAt: UInt64?
                 if flags & RecordFlags.expires != 0 {
@@ -419,13 +422,19 @@ package enum HintFile {
                     expiresAt = block.readLittleEndian(at: position, as: UInt64.self)
                     position += 8
                 }
-                guard block.count - position >= Int(suffixLength) else { return false }
-                UnsafeMutableRawBufferPointer(rebasing: keyBytes[Int(shared)..<keyLength])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: block[position..<(position + Int(suffixLength))]))
-                position += Int(suffixLength)
+                guard block.count - position >= Int(stored) else { return false }
+                let storedKey = UnsafeRawBufferPointer(rebasing: block[position..<(position + Int(stored))])
+                position += Int(stored)
+                let key: UnsafeRawBufferPointer
+                if deltaCoded {
+                    UnsafeMutableRawBufferPointer(rebasing: keyBytes[Int(shared)..<keyLength]).copyMemory(from: storedKey)
+                    key = UnsafeRawBufferPointer(rebasing: keyBytes[0..<keyLength])
+                } else {
+                    key = storedKey
+                }
                 body(HintEntry(
                     offset: offset, type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength),
-                    expiresAt: expiresAt, key: UnsafeRawBufferPointer(rebasing: keyBytes[0..<keyLength])))
+                    expiresAt: expiresAt, key: key))
                 offset += Int64(recordLength)
                 count += 1
                 previousSeq = seq
@@ -433,43 +442,5 @@ package enum HintFile {
             }
             return true
         }
-    }
-
-    /// The entries of one block of a version 1 or 2 hint (seq and key whole). `sealed`: entries of
-    /// an encrypted segment, every one of which has the encrypted flag (and otherwise none has).
-    private static func parseEntries(
-        _ block: UnsafeRawBufferPointer, sealed: Bool, offset: inout Int64, count: inout UInt64, _ body: (HintEntry) -> Void
-    ) -> Bool {
-        var position = 0
-        while position < block.count {
-            guard block.count - position >= 2, let type = RecordType(rawValue: block[position]) else { return false }
-            let flags = block[position + 1]
-            guard flags & ~RecordFlags.known == 0, flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0,
-                  (flags & RecordFlags.encrypted != 0) == sealed
-            else { return false }
-            position += 2
-            guard let seq = Varint.read(block, at: &position),
-                  let recordLength = Varint.read(block, at: &position), recordLength <= UInt64(Limits.maxRecordLength),
-                  let valueLength = Varint.read(block, at: &position), valueLength <= UInt64(Limits.maxValueLength),
-                  let keyLength = Varint.read(block, at: &position), keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength)
-            else { return false }
-            guard seq >= 1, seq <= Limits.maxSeq,
-                  isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength),
-                              valueLength: Int(valueLength), keyLength: Int(keyLength))
-            else { return false }
-            var expiresAt: UInt64?
-            if flags & RecordFlags.expires != 0 {
-                guard block.count - position >= 8 else { return false }
-                expiresAt = block.readLittleEndian(at: position, as: UInt64.self)
-                position += 8
-            }
-            guard block.count - position >= Int(keyLength) else { return false }
-            let key = UnsafeRawBufferPointer(rebasing: block[position..<(position + Int(keyLength))])
-            position += Int(keyLength)
-            body(HintEntry(offset: offset, type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), expiresAt: expiresAt, key: key))
-            offset += Int64(recordLength)
-            count += 1
-        }
-        return true
     }
 }
