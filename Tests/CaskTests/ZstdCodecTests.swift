@@ -7,15 +7,9 @@ import CaskTestSupport
 /// block's length and names no dictionary — frames made by hand, each beside the same frame made
 /// valid — and never writes outside its buffer, whatever the bytes.
 final class ZstdCodecTests: XCTestCase {
-    /// Decompresses into the middle of a larger buffer, checking that nothing around the `count`
-    /// bytes it was given is touched, pass or fail.
+    /// Decompresses into `count` bytes guarded on both sides (``writeGuarded(count:file:line:_:)``).
     private func expand(_ frame: [UInt8], count: Int, file: StaticString = #filePath, line: UInt = #line) -> [UInt8]? {
-        var space = [UInt8](repeating: 0xA5, count: count + 64)
-        let ok = frame.withUnsafeBytes { source in
-            space.withUnsafeMutableBytes { ZstdDecompressor.decompress(source, into: UnsafeMutableRawBufferPointer(rebasing: $0[32..<(32 + count)])) }
-        }
-        XCTAssertTrue(space.prefix(32).allSatisfy { $0 == 0xA5 } && space.suffix(32).allSatisfy { $0 == 0xA5 }, "wrote outside its buffer", file: file, line: line)
-        return ok ? Array(space[32..<(32 + count)]) : nil
+        frame.withUnsafeBytes { source in writeGuarded(count: count, file: file, line: line) { ZstdDecompressor.decompress(source, into: $0) } }
     }
 
     private func compress(_ value: [UInt8]) -> [UInt8]? {
