@@ -36,10 +36,11 @@ package struct HintEntry {
 /// Records are contiguous, so entry offsets are implied: the first record starts right after the
 /// segment header, each next one where the previous ends, and the last ends at the covered length.
 ///
-/// An encrypted store's hints are version 4 (2 before delta-coded entries; FORMAT.md, "Encryption"): a 96-byte header that adds
-/// the segment's salt (the hint describes that segment and no other), the hint's own salt and a tag
-/// authenticating the header; each block's stored bytes are sealed (ciphertext and a 16-byte tag,
-/// message `index + 1` of the hint's cipher, its first 12 bytes as associated data).
+/// An encrypted store's hints are version 4 (2 before delta-coded entries; FORMAT.md, "Encryption"):
+/// a 96-byte header that adds the segment's salt (the hint describes that segment and no other), the
+/// hint's own salt and a tag authenticating the header; each block's stored bytes are sealed
+/// (ciphertext and a 16-byte tag, message `index + 1` of the hint's cipher, its first 12 bytes as
+/// associated data).
 package enum HintFile {
     package static let magic: [UInt8] = Array("CASKHNT".utf8) + [0]
     /// The header of version 1.
