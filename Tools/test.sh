@@ -6,7 +6,8 @@
 #
 # The debug and address-sanitizer passes run one test process per core (swift test --parallel:
 # each test in its own process, its output printed when it fails); their counts come from the
-# xUnit reports. About 11 minutes on 2 cores once built (15 on CI, from a clean clone).
+# xUnit reports. About 13 minutes on 2 cores once built (17 from a clean clone, whose sanitizer and
+# fuzz builds take 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Tools/setup.sh
