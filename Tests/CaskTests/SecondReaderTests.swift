@@ -967,6 +967,40 @@ extension SecondReaderTests {
         XCTAssertThrowsError(try Self.readWithSwift(directory.path))
     }
 
+    /// Hints of every version: the fixtures with the hints Cask wrote before entries were
+    /// delta-coded (versions 1 and 2), and a store holding both kinds — golden-v1 with its version 1
+    /// hints, written on until new segments are sealed with version 3 hints. Both readers use every
+    /// hint and agree.
+    func testHintsOfEveryVersion() throws {
+        func hintVersions(_ directory: String) throws -> Set<Int> {
+            Set(try GoldenFixtureTests.files(in: directory).filter { $0.key.hasSuffix(".hint") }.map { Int($0.value[8]) | Int($0.value[9]) << 8 })
+        }
+        let store = TemporaryDirectory("cask-second-reader-hint-versions")
+        try StoreFiles.copy(from: GoldenFixtureTests.fixture, to: store.path)
+        try StoreFiles.copy(from: GoldenFixtureTests.olderHints("golden-v1-hints-v1"), to: store.path)
+        XCTAssertEqual(try hintVersions(store.path), [1])
+        let old = try Self.compareReaders(store.path, label: "golden fixture, version 1 hints")
+        XCTAssertEqual(old[0].python.hintsUsed, 2, "\(old[0].python.summary)")
+        XCTAssertTrue(old.allSatisfy { $0.swift.report.isClean }, "\(old.map { $0.swift.report })")
+
+        let writer = try CaskStore.open(at: store.path, options: .manualCompaction(maxSegmentSize: 4096))
+        for i in 0..<80 { try writer.put("more/\(i)", Array(String(repeating: "value \(i) ", count: 5).utf8)) }
+        try writer.delete("user/42")
+        try writer.close()
+        XCTAssertEqual(try hintVersions(store.path), [1, 3], "the untouched segment keeps its version 1 hint")
+        let mixed = try Self.compareReaders(store.path, label: "version 1 and 3 hints in one store")
+        XCTAssertEqual(mixed[0].python.hintsUsed, mixed[0].swift.report.segments, "\(mixed[0].python.summary)")
+        XCTAssertTrue(mixed.allSatisfy { $0.swift.report.isClean }, "\(mixed.map { $0.swift.report })")
+        XCTAssertNil(mixed[0].python.values[Array("user/42".utf8)])
+        XCTAssertEqual(mixed[0].python.values[Array("more/79".utf8)], Array(String(repeating: "value 79 ", count: 5).utf8))
+
+        let encrypted = try Self.compareEncrypted(
+            GoldenFixtureTests.olderHints("golden-v3-hints-v2"), label: "encrypted store, version 2 hints", key: GoldenFixtureTests.keyV3)
+        XCTAssertEqual(try hintVersions(GoldenFixtureTests.olderHints("golden-v3-hints-v2")), [2])
+        XCTAssertEqual(encrypted[0].python.hintsUsed, 2, "\(encrypted[0].python.summary)")
+        XCTAssertTrue(encrypted.allSatisfy { $0.swift.report.isClean }, "\(encrypted.map { $0.swift.report })")
+    }
+
     /// The checked-in encrypted store (Fixtures/golden-v3, GoldenFixtureTests.writeVersion3): both
     /// readers read what the operations that made it left.
     func testGoldenFixtureVersion3() throws {
