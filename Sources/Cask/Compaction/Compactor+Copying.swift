@@ -119,10 +119,9 @@ extension Compactor {
         case .batch:
             keep = false  // a commit record: its members are copied as ordinary records
         }
-        let keyStart = record.start + header.headerLength
         if forget {
             expired.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: location, isPut: false))
-            staging.withUnsafeBytes { keys.append(contentsOf: $0[keyStart..<(keyStart + header.keyLength)]) }
+            staging.withUnsafeBytes { keys.append(contentsOf: header.key(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]))) }
         }
         guard keep else {
             result.recordsDropped += 1
@@ -156,7 +155,7 @@ extension Compactor {
         output.stats.fileBytes = output.length
         if output.buffer.count >= Output.chunk { try flush(output, wholeChunksOnly: true) }
         moves.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: newLocation, isPut: header.type == .put))
-        staging.withUnsafeBytes { keys.append(contentsOf: $0[keyStart..<(keyStart + header.keyLength)]) }
+        staging.withUnsafeBytes { keys.append(contentsOf: header.key(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]))) }
         result.recordsCopied += 1
     }
 

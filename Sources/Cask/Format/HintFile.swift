@@ -409,9 +409,10 @@ package enum HintFile {
                 else { return false }
                 var seq = seqField
                 if deltaCoded {
+                    // A negative sum reads as a seq above the limit: refused below, with 0.
                     let (sum, overflow) = Int64(bitPattern: previousSeq).addingReportingOverflow(unzigzag(seqField))
-                    guard !overflow, sum >= 1 else { return false }
-                    seq = UInt64(sum)
+                    guard !overflow else { return false }
+                    seq = UInt64(bitPattern: sum)
                 }
                 let keyLength = Int(shared) + Int(stored)
                 guard seq >= 1, seq <= Limits.maxSeq, keyLength >= 1, keyLength <= Limits.maxKeyLength,
