@@ -108,19 +108,24 @@ package enum StoreFiles {
     package static func records(ofSegment path: String, file: StaticString = #filePath, line: UInt = #line) throws -> [Record] {
         let bytes = try read(path)
         var records: [Record] = []
-        var offset = SegmentHeader.length
+        guard case .success(let (segmentHeader, _)) = bytes.withUnsafeBytes({ SegmentHeader.decode($0, encryption: nil) }) else {
+            XCTFail("\(path): no valid segment header", file: file, line: line)
+            return []
+        }
+        let keyPrefix = segmentHeader.keyPrefix
+        var offset = segmentHeader.byteCount
         // Zero bytes to the end of the file are space a writer reserved (FORMAT.md, "Reserved space").
         while offset < bytes.count && !bytes[offset...].allSatisfy({ $0 == 0 }) {
-            let result = bytes.withUnsafeBytes { RecordHeader.validate(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            let result = bytes.withUnsafeBytes { RecordHeader.validate(UnsafeRawBufferPointer(rebasing: $0[offset...]), keyPrefixLength: keyPrefix.count) }
             guard case .success(let header) = result else {
                 XCTFail("\(path): no valid record at \(offset): \(result)", file: file, line: line)
                 break
             }
-            let keyStart = offset + header.headerLength
-            let key = Array(bytes[keyStart..<(keyStart + header.keyLength)])
+            let record = Array(bytes[offset..<(offset + header.recordLength)])
+            let key = record.withUnsafeBytes { record in keyPrefix.withUnsafeBytes { header.key(in: record, prefix: $0) } }
             var value: [UInt8]?
             if header.type == .put {
-                let payload = Array(bytes[(keyStart + header.keyLength)..<(keyStart + header.keyLength + header.storedLength)])
+                let payload = Array(record[header.payloadRange])
                 if header.isCompressed {
                     var out = [UInt8](repeating: 0, count: header.valueLength)
                     let ok = payload.withUnsafeBytes { source in out.withUnsafeMutableBytes { LZ4Decompressor.decompress(source, into: $0) } }

@@ -329,13 +329,13 @@ final class CorruptionTests: XCTestCase {
             let path = fixture.path(id)
             let original = try StoreFiles.read(path)
             var newer = original
-            newer[8] = 4  // format version 4, with a valid header checksum: a newer Cask wrote it
+            newer[8] = 5  // format version 5, with a valid header checksum: a newer Cask wrote it
             StoreFiles.rechecksumSegmentHeader(&newer)
             try StoreFiles.write(path, newer)
             for readOnly in [false, true] {
                 XCTAssertThrowsError(try CaskStore.open(at: fixture.dir.path, options: options(readOnly: readOnly)), "segment \(id)") { error in
-                    XCTAssertEqual(error as? CaskError, .unsupportedFormat(path: path, version: 4))
-                    XCTAssertEqual("\(error)", "\(path) has format version 4, which this Cask (formats 1 to 3) cannot read")
+                    XCTAssertEqual(error as? CaskError, .unsupportedFormat(path: path, version: 5))
+                    XCTAssertEqual("\(error)", "\(path) has format version 5, which this Cask (formats 1 to 4) cannot read")
                 }
             }
             XCTAssertEqual(try StoreFiles.read(path), newer, "a failed open must not rewrite the newer file")

@@ -216,7 +216,7 @@ final class EncryptionDamageTests: XCTestCase {
         var records: [(offset: Int, length: Int)] = []
         var offset = SegmentHeader.encryptedLength
         while offset < bytes.count, records.count < 12 {
-            guard case .success(let header) = bytes[offset...].withUnsafeBytes({ RecordHeader.validate($0) }) else { break }
+            guard case .success(let header) = bytes[offset...].withUnsafeBytes({ RecordHeader.validate($0, keyPrefixLength: 0) }) else { break }
             records.append((offset, header.recordLength))
             offset += header.recordLength
         }

@@ -175,20 +175,24 @@ final class FormatTests: XCTestCase {
 
     /// `RecordHeader.validate`, checked on every call against the form the read path uses (not
     /// explaining): it must accept exactly the same bytes, with the same header.
-    private func validate(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
-        let result = bytes.withUnsafeBytes { RecordHeader.validate($0) }
+    private func validate(
+        _ bytes: [UInt8], keyPrefixLength: Int = 0, file: StaticString = #filePath, line: UInt = #line
+    ) -> Result<RecordHeader, RecordHeader.Problem> {
+        let result = bytes.withUnsafeBytes { RecordHeader.validate($0, keyPrefixLength: keyPrefixLength) }
         var problem: RecordHeader.Problem?
-        let quick = bytes.withUnsafeBytes { RecordHeader.validate($0, explaining: false, problem: &problem) }
+        let quick = bytes.withUnsafeBytes { RecordHeader.validate($0, keyPrefixLength: keyPrefixLength, explaining: false, problem: &problem) }
         XCTAssertEqual(quick, try? result.get(), "validate, not explaining", file: file, line: line)
         XCTAssertNil(problem, "validate, not explaining, gave a reason", file: file, line: line)
         return result
     }
 
     /// `RecordHeader.parse`, checked against its form that does not explain the same way.
-    private func parse(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> Result<RecordHeader, RecordHeader.Problem> {
-        let result = bytes.withUnsafeBytes { RecordHeader.parse($0) }
+    private func parse(
+        _ bytes: [UInt8], keyPrefixLength: Int = 0, file: StaticString = #filePath, line: UInt = #line
+    ) -> Result<RecordHeader, RecordHeader.Problem> {
+        let result = bytes.withUnsafeBytes { RecordHeader.parse($0, keyPrefixLength: keyPrefixLength) }
         var problem: RecordHeader.Problem?
-        let quick = bytes.withUnsafeBytes { RecordHeader.parse($0, explaining: false, problem: &problem) }
+        let quick = bytes.withUnsafeBytes { RecordHeader.parse($0, keyPrefixLength: keyPrefixLength, explaining: false, problem: &problem) }
         XCTAssertEqual(quick, try? result.get(), "parse, not explaining", file: file, line: line)
         XCTAssertNil(problem, "parse, not explaining, gave a reason", file: file, line: line)
         return result
@@ -448,9 +452,9 @@ final class FormatTests: XCTestCase {
             XCTAssertEqual(decode(damaged), .failure(.badChecksum), "flip at \(index)")
         }
         // A newer format version with a valid checksum is unsupported, not corrupt.
-        var version4 = good
-        version4[8] = 4
-        XCTAssertEqual(decode(resealed(version4)), .failure(.unsupportedVersion(4)))
+        var version5 = good
+        version5[8] = 5
+        XCTAssertEqual(decode(resealed(version5)), .failure(.unsupportedVersion(5)))
         // Version 2 names a dictionary at offset 32; version 1 ignores what is there (reserved).
         var version2 = good
         version2[8] = 2
@@ -519,7 +523,7 @@ final class FormatTests: XCTestCase {
     private func readHint(_ hint: [UInt8], id: UInt64, segmentLength: Int64) -> (HintFile.Summary, [Entry])? {
         var entries: [Entry] = []
         let summary = hint.withUnsafeBytes { raw in
-            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength, sealing: nil) { e in
+            HintFile.forEachEntry(in: raw, segmentID: id, segmentLength: segmentLength, sealing: nil, keyPrefix: []) { e in
                 entries.append(Entry(offset: e.offset, type: e.type, flags: e.flags, seq: e.seq, recordLength: e.recordLength,
                                      valueLength: e.valueLength, expiresAt: e.expiresAt, key: Array(e.key)))
             }
@@ -535,7 +539,7 @@ final class FormatTests: XCTestCase {
     private func applyHint(_ hint: [UInt8], id: UInt64, segmentLength: Int64) -> (HintFile.Summary, [Entry])? {
         var entries: [Entry] = []
         let outcome = hint.withUnsafeBytes { raw in
-            HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: nil) { e in
+            HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: nil, keyPrefix: []) { e in
                 entries.append(Entry(offset: e.offset, type: e.type, flags: e.flags, seq: e.seq, recordLength: e.recordLength,
                                      valueLength: e.valueLength, expiresAt: e.expiresAt, key: Array(e.key)))
             }

@@ -17,6 +17,7 @@ final class GoldenFixtureTests: XCTestCase {
     static func write(into directory: String) throws -> [String: [UInt8]] {
         var options = CaskStore.Options()
         options.maxSegmentSize = 4096
+        options.keyPrefixes = false  // format 1 (golden-v4 is the key prefixes')
         let store = try CaskStore.open(at: directory, options: options)
         var expected: [String: [UInt8]] = [:]
         func put(_ key: String, _ value: [UInt8]) throws {
@@ -64,6 +65,7 @@ final class GoldenFixtureTests: XCTestCase {
         var options = CaskStore.Options()
         options.maxSegmentSize = 64 << 10
         options.dictionaries = DictionaryOptions(enabled: true, trainingSampleBytes: 32 << 10)
+        options.keyPrefixes = false  // format 2 (golden-v4 is the key prefixes')
         let store = try CaskStore.open(at: directory, options: options)
         var expected: [String: [UInt8]] = [:]
         func put(_ key: String, _ value: [UInt8]) throws {
@@ -142,6 +144,39 @@ final class GoldenFixtureTests: XCTestCase {
         return expected
     }
 
+    static let fixtureV4 = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/golden-v4").path
+
+    /// The operations that made the key prefix fixture (Fixtures/golden-v4: format 4, FORMAT.md
+    /// "Segment files"): 300 drafts keyed `drafts/ada/NNNN` fill a first segment of 8 KiB, which
+    /// names no prefix (no key was seen when it began); the second names the prefix their keys
+    /// share, and its puts, a delete, an overwrite, an expiring put and a batch elide it, but for a
+    /// key that does not start with it.
+    static func writeVersion4(into directory: String) throws -> [String: [UInt8]] {
+        var options = CaskStore.Options.manualCompaction(maxSegmentSize: 8192)
+        options.keyPrefixes = true
+        let store = try CaskStore.open(at: directory, options: options)
+        var expected: [String: [UInt8]] = [:]
+        func put(_ key: String, _ value: [UInt8]) throws {
+            try store.put(key, value)
+            expected[key] = value
+        }
+        for i in 0..<300 { try put("drafts/ada/\(1_000 + i)", Array("draft \(i): lorem".utf8)) }
+        try put("user/42", Array(String(repeating: "name=Ada Lovelace;", count: 6).utf8))
+        try store.delete("drafts/ada/1003")
+        expected["drafts/ada/1003"] = nil
+        try put("drafts/ada/1004", Array("draft 4, again".utf8))
+        try store.put(Array("drafts/ada/2000".utf8), Array("kept".utf8), expiresAtMilliseconds: 1 << 50)
+        expected["drafts/ada/2000"] = Array("kept".utf8)
+        var batch = WriteBatch()
+        batch.put("drafts/ada/3000", Array("A".utf8))
+        batch.delete("drafts/ada/1005")
+        try store.write(batch)
+        expected["drafts/ada/3000"] = Array("A".utf8)
+        expected["drafts/ada/1005"] = nil
+        try store.close()
+        return expected
+    }
+
     func testReplayProducesIdenticalFiles() throws {
         try checkReplay(fixture: Self.fixture, write: Self.write)
     }
@@ -159,12 +194,28 @@ final class GoldenFixtureTests: XCTestCase {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/\(name)").path
     }
 
+    func testReplayProducesIdenticalFilesVersion4() throws {
+        try checkReplay(fixture: Self.fixtureV4, write: Self.writeVersion4)
+        // The second segment names a key prefix, and most of its records elide it.
+        let files = try Self.files(in: Self.fixtureV4)
+        let second = try XCTUnwrap(files["0000000002.cask"])
+        let header = try second.withUnsafeBytes { try SegmentHeader.decode($0, encryption: nil).get().0 }
+        XCTAssertEqual(header.version, SegmentHeader.versionWithKeyPrefix)
+        XCTAssertTrue(String(decoding: header.keyPrefix, as: UTF8.self).hasPrefix("drafts/ada/1"), "\(header.keyPrefix)")
+        let first = try XCTUnwrap(files["0000000001.cask"])
+        XCTAssertEqual(first.withUnsafeBytes { try? SegmentHeader.decode($0, encryption: nil).get().0.version }, SegmentHeader.versionWithoutDictionary)
+    }
+
     func testFixtureOpensWithExpectedContents() throws {
         try checkContents(fixture: Self.fixture, olderHints: Self.olderHints("golden-v1-hints-v1"), write: Self.write)
     }
 
     func testFixtureOpensWithExpectedContentsVersion2() throws {
         try checkContents(fixture: Self.fixtureV2, olderHints: Self.olderHints("golden-v2-hints-v1"), write: Self.writeVersion2)
+    }
+
+    func testFixtureOpensWithExpectedContentsVersion4() throws {
+        try checkContents(fixture: Self.fixtureV4, olderHints: nil, write: Self.writeVersion4)
     }
 
     func testFixtureOpensWithExpectedContentsVersion3() throws {
@@ -228,18 +279,19 @@ final class GoldenFixtureTests: XCTestCase {
         }
     }
 
-    /// Opens the fixture with its hints, with the hints of `olderHints` laid over it, and with none.
+    /// Opens the fixture with its hints, with the hints of `olderHints` (if any) laid over it, and with none.
     private func checkContents(
-        fixture: String, olderHints: String, write: (String) throws -> [String: [UInt8]], encryption: Encryption = .none
+        fixture: String, olderHints: String?, write: (String) throws -> [String: [UInt8]], encryption: Encryption = .none
     ) throws {
         let scratch = TemporaryDirectory("cask-golden-expected")
         let expected = try write(scratch.path)
-        for hints in [fixture, olderHints, nil] {
+        let hintSets: [String?] = [fixture] + (olderHints.map { [$0] } ?? []) + [nil]
+        for hints in hintSets {
             let copy = TemporaryDirectory("cask-golden-copy")
             for (name, bytes) in try Self.files(in: fixture) where hints != nil || !name.hasSuffix(".hint") {
                 try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name))
             }
-            if hints == olderHints {
+            if let olderHints, hints == olderHints {
                 for (name, bytes) in try Self.files(in: olderHints) { try bytes.write(to: URL(fileURLWithPath: copy.path + "/" + name)) }
             }
             var options = CaskStore.Options(durability: .os, readOnly: true)

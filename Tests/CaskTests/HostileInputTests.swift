@@ -95,13 +95,13 @@ final class HostileInputTests: XCTestCase {
         let dir = try store()
         let segment = dir.appending("s/" + SegmentName.segment(1))
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: segment)))
-        bytes[8] = 4  // format version 4, the header's checksum made right again
+        bytes[8] = 5  // format version 5, the header's checksum made right again
         StoreFiles.rechecksumSegmentHeader(&bytes)
         try Data(bytes).write(to: URL(fileURLWithPath: segment))
         for arguments in [["get", dir.appending("s"), "k"], ["verify", dir.appending("s")]] {
             let run = try ToolTests.cask(arguments)
             XCTAssertEqual(run.status, 65, "\(arguments): \(run.err)")
-            XCTAssertTrue(run.err.contains("Error: \(segment) has format version 4, which this Cask (formats 1 to 3) cannot read"), run.err)
+            XCTAssertTrue(run.err.contains("Error: \(segment) has format version 5, which this Cask (formats 1 to 4) cannot read"), run.err)
         }
     }
 

@@ -13,7 +13,9 @@ final class HugePageTests: XCTestCase {
     private static let twoMiB = 2 << 20
 
     private func options(_ durability: Durability, segment: Int64 = 8 << 20) -> CaskStore.Options {
-        .manualCompaction(durability, maxSegmentSize: segment)
+        var options = CaskStore.Options.manualCompaction(durability, maxSegmentSize: segment)
+        options.keyPrefixes = false  // a first segment sealed early for a key prefix would be another 4 MiB
+        return options
     }
 
     /// A file under `/proc`, read to its end (its size reads as 0, so Foundation stops after a page).

@@ -49,6 +49,8 @@ RESERVED_SPACE_LIMIT = 2 << 20
 HINT_HEADER_LENGTH = 48
 FORMAT_VERSION = 1
 FORMAT_VERSION_DICTIONARY = 2   # a segment whose header names a dictionary ("Dictionary files")
+FORMAT_VERSION_KEY_PREFIX = 4   # a segment whose header holds a key prefix ("Segment files")
+MAX_KEY_PREFIX = 255            # the longest key prefix, and the most bytes a record elides
 DICTIONARY_MAGIC = b"CASKDCT\x00"
 DICTIONARY_HEADER_LENGTH = 32
 MAX_DICTIONARY_CONTENT = 65_536
@@ -62,7 +64,8 @@ TYPE_BATCH = 3
 FLAG_BATCH = 0x04
 FLAG_DICTIONARY = 0x08
 FLAG_ENCRYPTED = 0x10  # every record of a version 3 segment, and only those ("Encryption")
-KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH | FLAG_DICTIONARY | FLAG_ENCRYPTED
+FLAG_KEY_PREFIX = 0x20  # the key starts with bytes of its version 4 segment's key prefix
+KNOWN_FLAGS = FLAG_LZ4 | FLAG_EXPIRES | FLAG_BATCH | FLAG_DICTIONARY | FLAG_ENCRYPTED | FLAG_KEY_PREFIX
 
 MAX_KEY_LENGTH = 65_535
 MAX_VALUE_LENGTH = 268_435_456  # 256 MiB
@@ -78,6 +81,7 @@ ENCRYPTION_MAGIC = b"CASKENC\x00"
 ENCRYPTION_FILE_LENGTH = 68
 FORMAT_VERSION_ENCRYPTED = 3     # the segments of an encrypted store
 SEGMENT_HEADER_LENGTH_ENCRYPTED = 108
+MAX_SEGMENT_HEADER_LENGTH = 46 + MAX_KEY_PREFIX  # the longest segment header (version 4's; version 3's is 108)
 HINT_VERSION_ENCRYPTED = 2
 # Hint versions: 1 and 2 (encrypted) code each entry whole; 3 and 4 (encrypted) code its seq and
 # key against the entry before in the block ("Hint files").
@@ -433,12 +437,13 @@ class Record:
         return bool(self.flags & FLAG_LZ4)
 
 
-def parse_record(data, offset, end, cipher=None):
+def parse_record(data, offset, end, cipher=None, prefix=None):
     """Parses and validates (rules 1-4 and 4a of FORMAT.md) the record at `offset` of data[:end].
 
     `cipher`: the FileCipher of an encrypted (version 3) segment, None for a segment that is not
-    encrypted. Returns a Record (its key and payload opened) or raises Invalid. Rule 5
-    (decompression) is checked by record_value.
+    encrypted. `prefix`: the key prefix of a version 4 segment whose header is valid, None for any
+    other segment (where the key prefix flag is invalid). Returns a Record (its key whole, key and
+    payload opened) or raises Invalid. Rule 5 (decompression) is checked by record_value.
     """
     # Rule 1: type and flags.
     if offset + 6 > end:
@@ -451,6 +456,9 @@ def parse_record(data, offset, end, cipher=None):
         raise Invalid("unknown record flags 0x%02x" % flags)
     if flags & FLAG_DICTIONARY and not flags & FLAG_LZ4:
         raise Invalid("dictionary flag without the lz4 flag")
+    if flags & FLAG_KEY_PREFIX and (prefix is None or flags & FLAG_ENCRYPTED):
+        raise Invalid("key prefix flag %s" % ("with the encrypted flag" if flags & FLAG_ENCRYPTED
+                                              else "outside a version 4 segment whose header is valid"))
     # Rule 2: varints well formed, lengths within limits, before anything is sized from them.
     pos = offset + 6
     seq, pos = read_varint(data, pos, end)
@@ -459,12 +467,17 @@ def parse_record(data, offset, end, cipher=None):
     key_length, pos = read_varint(data, pos, end)
     if not 1 <= key_length <= MAX_KEY_LENGTH:
         raise Invalid("key length %d out of range" % key_length)
+    elided = 0  # the key's first bytes that are the segment's key prefix's, not stored
+    if flags & FLAG_KEY_PREFIX:
+        elided, pos = read_varint(data, pos, end)
+        if not 1 <= elided <= min(key_length, len(prefix)):
+            raise Invalid("elided %d out of range for a key of %d bytes and a key prefix of %d" % (elided, key_length, len(prefix)))
     value_length, pos = read_varint(data, pos, end)
     if value_length > MAX_VALUE_LENGTH:
         raise Invalid("value length %d out of range" % value_length)
     # "The shapes of Records allow the encrypted flag on deletes and commit records" (rule 4a
     # then decides whether the segment wants it).
-    if rtype == TYPE_DELETE and (value_length != 0 or flags & ~(FLAG_BATCH | FLAG_ENCRYPTED)):
+    if rtype == TYPE_DELETE and (value_length != 0 or flags & ~(FLAG_BATCH | FLAG_ENCRYPTED | FLAG_KEY_PREFIX)):
         raise Invalid("delete with a value, the lz4 flag or an expiry")
     if rtype == TYPE_BATCH and (key_length != 8 or not 1 <= value_length <= 5 or flags & ~FLAG_ENCRYPTED):
         raise Invalid("batch commit with a key of %d bytes, a value of %d bytes or flags 0x%02x" % (key_length, value_length, flags))
@@ -482,7 +495,7 @@ def parse_record(data, offset, end, cipher=None):
         pos += 8
     # Rule 3: the whole record fits in the file (an encrypted record's 16-byte tag included).
     header_end = key_start = pos
-    payload_start = key_start + key_length
+    payload_start = key_start + key_length - elided
     record_end = payload_start + stored_length + (TAG_LENGTH if flags & FLAG_ENCRYPTED else 0)
     if record_end > end:
         raise Invalid("record runs past the end of the file")
@@ -496,7 +509,7 @@ def parse_record(data, offset, end, cipher=None):
     if cipher is None:
         if flags & FLAG_ENCRYPTED:
             raise Invalid("encrypted record in a segment that is not encrypted")
-        key = bytes(data[key_start:payload_start])
+        key = (prefix[:elided] if elided else b"") + bytes(data[key_start:payload_start])
         payload = bytes(data[payload_start:record_end])
     else:
         if not flags & FLAG_ENCRYPTED:
@@ -673,8 +686,14 @@ def hint_header(hint, encryption):
     """The fields of a hint file's header that its header checks vouch for (magic, checksum, version
     and header length; with `encryption`, version 2 or 4 and its tag), or raises Invalid. Returns
     (version, block count, segment id, covered length, entry count, segment salt or None, the
-    hint's FileCipher or None)."""
+    hint's FileCipher or None, the key prefix of the segment's header it holds, its header length).
+    A plain hint's header is 48 + p bytes: p, the key prefix's length, at 40, the prefix at 44."""
     header_length = HINT_HEADER_LENGTH_ENCRYPTED if encryption else HINT_HEADER_LENGTH
+    if encryption is None and len(hint) >= 44:
+        prefix_length = struct.unpack_from("<I", hint, 40)[0]
+        if prefix_length > MAX_KEY_PREFIX:
+            raise Invalid("hint holds a key prefix of %d bytes" % prefix_length)
+        header_length += prefix_length
     if len(hint) < 12:
         raise Invalid("hint shorter than its header")
     if hint[0:8] != HINT_MAGIC:
@@ -695,32 +714,42 @@ def hint_header(hint, encryption):
         raise Invalid("unknown hint header length %d" % length)
     block_count, hint_segment, covered, entry_count = struct.unpack_from("<IQQQ", hint, 12)
     if encryption is None:
-        return version, block_count, hint_segment, covered, entry_count, None, None
+        prefix = bytes(hint[44:crc_at])
+        return version, block_count, hint_segment, covered, entry_count, None, None, prefix, header_length
+    # An encrypted segment holds no key prefix: the u32 before the checksum is 0.
+    if struct.unpack_from("<I", hint, crc_at - 4)[0] != 0:
+        raise Invalid("an encrypted store's hint holds a key prefix")
     segment_salt = bytes(hint[40:56])
     cipher = encryption.cipher(bytes(hint[56:72]))
     if not cipher.tag_holds(0, hint[72:88], hint[0:72]):
         raise Invalid("hint header tag does not hold")
-    return version, block_count, hint_segment, covered, entry_count, segment_salt, cipher
+    return version, block_count, hint_segment, covered, entry_count, segment_salt, cipher, b"", header_length
 
 
-def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=None):
-    """Parses and checks a whole hint file. Returns (covered length, entries) or raises Invalid.
+def parse_hint(hint, segment_id, segment_length, header, encryption=None):
+    """Parses and checks a whole hint file. Returns (covered length, entries, the key prefix it
+    holds) or raises Invalid.
 
-    With `encryption` (an encrypted store), the hint must be version 2 or 4 and describe the
-    segment whose header holds `segment_salt`."""
-    version, block_count, hint_segment, covered, entry_count, hint_segment_salt, cipher = hint_header(hint, encryption)
-    first_record = SEGMENT_HEADER_LENGTH_ENCRYPTED if encryption else SEGMENT_HEADER_LENGTH
+    `header`: the segment's SegmentHeader. The hint holds the key prefix the segment's header holds
+    (p bytes, none: empty), which a valid header must hold (behind a damaged one the hint's is
+    taken): its first record is at 46 + p (40 for none), and only with p >= 1 may entries have the
+    key prefix flag, eliding at most p bytes. With `encryption` (an encrypted store), the hint must
+    be version 2 or 4 and describe the segment whose header holds header.salt."""
+    version, block_count, hint_segment, covered, entry_count, hint_segment_salt, cipher, prefix, pos = hint_header(hint, encryption)
+    if header.valid and not encryption and prefix != (header.prefix or b""):
+        raise Invalid("hint holds another key prefix than the segment header's")
+    prefix_length = len(prefix)
+    first_record = header.length if encryption else 46 + prefix_length if prefix_length else SEGMENT_HEADER_LENGTH
     tag = TAG_LENGTH if encryption else 0
     if hint_segment != segment_id:
         raise Invalid("hint is for segment %d" % hint_segment)
-    if encryption is not None and hint_segment_salt != segment_salt:
+    if encryption is not None and hint_segment_salt != header.salt:
         raise Invalid("hint is for another file of segment %d (its segment salt is not the segment's)" % segment_id)
     if covered > segment_length:
         raise Invalid("hint covers %d bytes, the segment has %d" % (covered, segment_length))
     if covered < first_record:
         raise Invalid("hint covers %d bytes, less than the segment header" % covered)
     entries = []
-    pos = HINT_HEADER_LENGTH_ENCRYPTED if encryption else HINT_HEADER_LENGTH
     offset = first_record
     for block_index in range(block_count):
         if pos + 16 > len(hint):
@@ -756,9 +785,9 @@ def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=N
         previous = None  # the block's entry before, which a version 3 or 4 entry is coded against
         while p < raw_length:
             if version in HINT_VERSIONS_DELTA:
-                e, p = parse_delta_hint_entry(raw, p, raw_length, encryption is not None, previous)
+                e, p = parse_delta_hint_entry(raw, p, raw_length, encryption is not None, previous, prefix_length)
             else:
-                e, p = parse_hint_entry(raw, p, raw_length, encryption is not None)
+                e, p = parse_hint_entry(raw, p, raw_length, encryption is not None, prefix_length)
             previous = e
             e.offset = offset
             offset += e.record_length
@@ -769,7 +798,7 @@ def parse_hint(hint, segment_id, segment_length, encryption=None, segment_salt=N
         raise Invalid("hint has %d entries, header says %d" % (len(entries), entry_count))
     if offset != covered:
         raise Invalid("hint entries end at %d, covered length is %d" % (offset, covered))
-    return covered, entries
+    return covered, entries, prefix
 
 
 def varint_size(value):
@@ -780,19 +809,30 @@ def varint_size(value):
     return size
 
 
-def plausible_record_length(e, key_length, encrypted):
+def plausible_record_length(e, key_length, encrypted, prefix_length):
     """Whether a record with the entry's fields can be e.record_length bytes long ("Hint files"):
     exactly 6 + size(seq) + size(key length) + size(value length) + (8 if expires) + key length
     + value length for a raw put, a delete and a commit; that fixed part plus size(s) + s for some
-    1 <= s <= compressBound(value length) for an lz4 put; plus 16 (the tag) when encrypted."""
-    fixed = 6 + varint_size(e.seq) + varint_size(key_length) + varint_size(e.value_length) + key_length
+    1 <= s <= compressBound(value length) for an lz4 put; plus 16 (the tag) when encrypted. With
+    the key prefix flag the key takes size(elided) + key length - elided bytes for some
+    1 <= elided <= m = min(key length, p), p the segment's key prefix length as the hint declares
+    it: any count in [key length - m + size(m), key length]; with p = 0 the flag is impossible."""
+    fixed = 6 + varint_size(e.seq) + varint_size(key_length) + varint_size(e.value_length)
     fixed += 8 if e.flags & FLAG_EXPIRES else 0
     fixed += TAG_LENGTH if encrypted else 0
-    if not e.flags & FLAG_LZ4:
-        return e.record_length == fixed + e.value_length
+    longest = shortest = key_length  # the bytes the key can take in the record
+    if e.flags & FLAG_KEY_PREFIX:
+        m = min(key_length, prefix_length)
+        if m == 0:
+            return False
+        shortest = key_length - m + varint_size(m)
     rest = e.record_length - fixed
+    if not e.flags & FLAG_LZ4:
+        return shortest <= rest - e.value_length <= longest
+    # rest = the key's bytes + size(s) + s: for each size j of s, a range of s.
     bound = lz4_compress_bound(e.value_length)
-    return any(1 <= rest - k <= bound and varint_size(rest - k) == k for k in range(1, 6))
+    return any(max(1 << 7 * (j - 1), rest - longest - j) <= min(bound, (1 << 7 * j) - 1, rest - shortest - j)
+               for j in range(1, 6))
 
 
 def hint_entry_type_and_flags(raw, p, end, encrypted):
@@ -811,7 +851,7 @@ def hint_entry_type_and_flags(raw, p, end, encrypted):
     return e
 
 
-def parse_hint_entry(raw, p, end, encrypted=False):
+def parse_hint_entry(raw, p, end, encrypted=False, prefix_length=0):
     """A version 1 or 2 entry: seq and key whole."""
     e = hint_entry_type_and_flags(raw, p, end, encrypted)
     p += 2
@@ -823,10 +863,10 @@ def parse_hint_entry(raw, p, end, encrypted=False):
     key_length, p = read_varint(raw, p, end)
     if not 1 <= key_length <= MAX_KEY_LENGTH:
         raise Invalid("hint entry key length %d out of range" % key_length)
-    return finish_hint_entry(e, raw, p, end, encrypted, b"", key_length)
+    return finish_hint_entry(e, raw, p, end, encrypted, b"", key_length, prefix_length)
 
 
-def parse_delta_hint_entry(raw, p, end, encrypted, previous):
+def parse_delta_hint_entry(raw, p, end, encrypted, previous, prefix_length=0):
     """A version 3 or 4 entry: its seq a zigzag delta from `previous` (the block's entry before,
     None for the first: seq 0), its key `shared` bytes of the previous key and a suffix."""
     e = hint_entry_type_and_flags(raw, p, end, encrypted)
@@ -846,20 +886,20 @@ def parse_delta_hint_entry(raw, p, end, encrypted, previous):
     key_length = shared + suffix_length
     if not 1 <= key_length <= MAX_KEY_LENGTH:
         raise Invalid("hint entry key length %d out of range" % key_length)
-    return finish_hint_entry(e, raw, p, end, encrypted, previous_key[:shared], suffix_length)
+    return finish_hint_entry(e, raw, p, end, encrypted, previous_key[:shared], suffix_length, prefix_length)
 
 
-def finish_hint_entry(e, raw, p, end, encrypted, key_prefix, key_rest):
+def finish_hint_entry(e, raw, p, end, encrypted, key_prefix, key_rest, prefix_length):
     """The checks and fields after the lengths: `key_prefix` and the `key_rest` bytes at the end of
-    the entry make its key."""
+    the entry make its key; `prefix_length`: the segment's key prefix's, as the hint declares it."""
     key_length = len(key_prefix) + key_rest
     if e.value_length > MAX_VALUE_LENGTH:
         raise Invalid("hint entry value length %d out of range" % e.value_length)
-    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~(FLAG_BATCH | FLAG_ENCRYPTED)):
+    if e.type == TYPE_DELETE and (e.value_length != 0 or e.flags & ~(FLAG_BATCH | FLAG_ENCRYPTED | FLAG_KEY_PREFIX)):
         raise Invalid("hint entry for a delete with a value, the lz4 flag or an expiry")
     if e.type == TYPE_BATCH and (key_length != 8 or not 1 <= e.value_length <= 5 or e.flags & ~FLAG_ENCRYPTED):
         raise Invalid("hint entry for a malformed batch commit")
-    if not plausible_record_length(e, key_length, encrypted):
+    if not plausible_record_length(e, key_length, encrypted, prefix_length):
         raise Invalid("hint entry record length %d impossible for its fields" % e.record_length)
     e.expires_at = None
     if e.flags & FLAG_EXPIRES:
@@ -882,6 +922,23 @@ class Winner:
     __slots__ = ("seq", "type", "flags", "expires_at", "segment", "offset", "length", "value_length", "from_hint")
 
 
+def plain_header_length(data):
+    """The length a segment header that is not encrypted must have ("Segment files": 40, or 46 + p
+    in version 4) when data, at least 40 bytes, starts with the magic and a header whose checksums
+    hold: the one at 36 of bytes 0 ..< 36, and in version 4 the one at 42 + p of bytes 0 ..< 42 + p,
+    p being 1 ..= 255 and data at least 46 + p bytes. Else None."""
+    if data[0:8] != SEGMENT_MAGIC or crc32c(data, 0, 36) != struct.unpack_from("<I", data, 36)[0]:
+        return None
+    if struct.unpack_from("<H", data, 8)[0] != FORMAT_VERSION_KEY_PREFIX:
+        return SEGMENT_HEADER_LENGTH
+    if len(data) < 42:
+        return None
+    p = struct.unpack_from("<H", data, 40)[0]
+    if not 1 <= p <= MAX_KEY_PREFIX or len(data) < 46 + p:
+        return None
+    return 46 + p if crc32c(data, 0, 42 + p) == struct.unpack_from("<I", data, 42 + p)[0] else None
+
+
 class SegmentHeader:
     """What Reader.examine_header found."""
 
@@ -896,6 +953,7 @@ class SegmentHeader:
         self.dictionary = None    # (id, crc) for version 2, (id, salt) for version 3
         self.salt = None          # version 3: the segment's salt
         self.cipher = None        # version 3: the FileCipher of its records
+        self.prefix = None        # version 4, when valid: the key prefix its records' keys may start with
 
 
 class Reader:
@@ -909,6 +967,7 @@ class Reader:
         self.segments = []       # (id, name, data)
         self.dictionaries = {}   # segment id -> what its header names (see record_value)
         self.ciphers = {}        # segment id -> its FileCipher (None: not encrypted)
+        self.prefixes = {}       # segment id -> its key prefix (None: not a valid version 4 header)
         self.dictionary_files = {}  # what a segment header names -> what load_dictionary* gave
         self.summary = {
             "segments": 0, "records": 0, "records_from_hints": 0, "records_scanned": 0,
@@ -951,7 +1010,7 @@ class Reader:
         headers = {}
         for segment_id in segment_ids:
             with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
-                headers[segment_id] = self.examine_header(segment_id, f.read(SEGMENT_HEADER_LENGTH_ENCRYPTED))
+                headers[segment_id] = self.examine_header(segment_id, f.read(MAX_SEGMENT_HEADER_LENGTH))
         active = self.active_segment(segment_ids, headers)
         for segment_id in segment_ids:
             last = segment_id == active
@@ -978,25 +1037,39 @@ class Reader:
                 h.short = True
                 h.reason = "segment shorter than its header"
                 return h
-            if data[0:8] != SEGMENT_MAGIC or crc32c(data, 0, 36) != struct.unpack_from("<I", data, 36)[0]:
-                # Not a header we can trust at all. Records are self-checking, so scan anyway.
-                h.reason = "bad segment header (magic or checksum)"
+            if data[0:8] == SEGMENT_MAGIC and struct.unpack_from("<H", data, 8)[0] == FORMAT_VERSION_KEY_PREFIX \
+                    and crc32c(data, 0, 36) == struct.unpack_from("<I", data, 36)[0] \
+                    and (len(data) < 42 or len(data) < 46 + struct.unpack_from("<H", data, 40)[0]):
+                # A version 4 header cut inside its key prefix.
+                h.short = True
+                h.reason = "segment shorter than its header"
+                return h
+            length = plain_header_length(data)
+            if length is None:
+                # Not a header we can trust at all (in version 4, nor its key prefix). Records are
+                # self-checking, so scan anyway, from offset 40.
+                h.reason = "bad segment header (magic, checksum or version 4 prefix length)"
                 return h
             version, header_length, dictionary_crc, header_id, base_seq, dictionary_id = struct.unpack_from("<HHIQQI", data, 8)
-            if version not in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) or header_length != SEGMENT_HEADER_LENGTH:
+            if version not in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY, FORMAT_VERSION_KEY_PREFIX) or header_length != length:
                 raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
             h.base_seq = base_seq
             if base_seq > MAX_SEQ:
                 h.reason = "segment header base seq above 2^63-1"
             elif version == FORMAT_VERSION_DICTIONARY and not 1 <= dictionary_id <= MAX_SEGMENT_ID:
                 h.reason = "segment header names dictionary %d" % dictionary_id
+            elif version == FORMAT_VERSION_KEY_PREFIX and (dictionary_id > MAX_SEGMENT_ID or dictionary_id == 0 and dictionary_crc != 0):
+                h.reason = "segment header names dictionary %d with crc 0x%08x" % (dictionary_id, dictionary_crc)
             else:
                 h.valid = True
                 if header_id != segment_id:
                     # Reported at bytes 16 ..< 24; the file name's id is used.
                     h.wrong_id = header_id
-                if version == FORMAT_VERSION_DICTIONARY:
+                if version != FORMAT_VERSION and dictionary_id != 0:
                     h.dictionary = (dictionary_id, dictionary_crc)
+                if version == FORMAT_VERSION_KEY_PREFIX:
+                    h.prefix = bytes(data[42:length - 4])
+                    h.length = length
             return h
         # An encrypted store: a segment is used only when its header's crc holds, its store id and
         # algorithm are the store's, its tag holds and its segment id is its name's; any other is
@@ -1005,9 +1078,9 @@ class Reader:
         h.whole_file = True
         if len(data) >= 12 and data[0:8] == SEGMENT_MAGIC:
             version, header_length = struct.unpack_from("<HH", data, 8)
-            if (version, header_length) != (FORMAT_VERSION_ENCRYPTED, SEGMENT_HEADER_LENGTH_ENCRYPTED) \
-                    and len(data) >= SEGMENT_HEADER_LENGTH and crc32c(data, 0, 36) == struct.unpack_from("<I", data, 36)[0]:
-                if version in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY) and header_length == SEGMENT_HEADER_LENGTH:
+            length = plain_header_length(data) if len(data) >= SEGMENT_HEADER_LENGTH else None
+            if (version, header_length) != (FORMAT_VERSION_ENCRYPTED, SEGMENT_HEADER_LENGTH_ENCRYPTED) and length is not None:
+                if version in (FORMAT_VERSION, FORMAT_VERSION_DICTIONARY, FORMAT_VERSION_KEY_PREFIX) and header_length == length:
                     h.reason = "a segment that is not encrypted (version %d) in an encrypted store" % version
                     return h
                 raise UnsupportedFormat("%s: segment version %d, header length %d" % (name, version, header_length))
@@ -1078,12 +1151,12 @@ class Reader:
             # salt) and so not reported.
             self.damage(name, 0, len(data), header.reason, "segment-header")
             return
-        if not header.valid:
-            self.damage(name, 0, SEGMENT_HEADER_LENGTH, header.reason, "segment-header")
-        elif header.wrong_id is not None:
+        header_end = SEGMENT_HEADER_LENGTH  # a damaged header's range, reported once the hint is read
+        if header.valid and header.wrong_id is not None:
             self.damage(name, 16, 24, "segment header says id %d" % header.wrong_id, "segment-header")
         cipher = header.cipher
         self.ciphers[segment_id] = cipher
+        prefix = header.prefix
         if header.dictionary is not None:
             # Segments naming one dictionary (by id and crc, or id and salt) share what it gives.
             if header.dictionary not in self.dictionary_files:
@@ -1101,26 +1174,34 @@ class Reader:
             with open(os.path.join(self.directory, hint_name), "rb") as f:
                 hint = f.read()
             try:
-                covered, entries = parse_hint(hint, segment_id, len(data), self.encryption, header.salt)
+                covered, entries, hint_prefix = parse_hint(hint, segment_id, len(data), header, self.encryption)
             except Invalid as error:
                 self.summary["hints_ignored"].append({"file": hint_name, "reason": str(error)})
                 # Rule 5, lost tails: a hint whose header holds (and, encrypted, names this very
                 # segment file) and covers more than the segment.
                 try:
-                    _version, _blocks, hint_segment, covered, _entries, segment_salt, _cipher = hint_header(hint, self.encryption)
+                    _version, _blocks, hint_segment, covered, _entries, segment_salt, _cipher, _prefix, _length = hint_header(hint, self.encryption)
                 except Invalid:
                     pass
                 else:
                     if hint_segment == segment_id and segment_salt == header.salt and covered > len(data):
                         self.damage(name, len(data), covered, "the segment lost its tail", "record")
             else:
+                if not header.valid and hint_prefix:
+                    # Behind a damaged header, the key prefix the hint holds: the header was the
+                    # version 4 header holding it, and the records that elide it read.
+                    prefix = hint_prefix
+                    header_end = min(len(data), 46 + len(hint_prefix))
                 self.summary["hints_used"].append(hint_name)
                 for e in entries:
                     self.receive(e.key, e.seq, e.type, e.flags, e.expires_at, segment_id, e.offset,
                                  e.record_length, e.value_length, True)
                 self.summary["records_from_hints"] += len(entries)
                 start = covered
-        self.scan(segment_id, name, data, start, last, cipher)
+        if not header.valid:
+            self.damage(name, 0, header_end, header.reason, "segment-header")
+        self.prefixes[segment_id] = prefix
+        self.scan(segment_id, name, data, start, last, cipher, prefix)
         if self.pending:
             # A batch whose commit record never came: never applied.
             first = min(m[6] for m in self.pending)
@@ -1151,11 +1232,11 @@ class Reader:
             others = [d for d in ranges if not (d["file"] == name and d["kind"] == "uncommitted-batch")]
             self.summary["damaged"] = others + merged
 
-    def scan(self, segment_id, name, data, pos, last, cipher):
+    def scan(self, segment_id, name, data, pos, last, cipher, prefix):
         end = len(data)
         while pos < end:
             try:
-                r = parse_record(data, pos, end, cipher)
+                r = parse_record(data, pos, end, cipher, prefix)
             except Invalid as error:
                 reason = str(error)
                 damage_start = pos
@@ -1167,7 +1248,7 @@ class Reader:
                     pos = end
                 while pos < end:
                     try:
-                        r = parse_record(data, pos, end, cipher)
+                        r = parse_record(data, pos, end, cipher, prefix)
                         break
                     except Invalid:
                         pos += 1
@@ -1244,7 +1325,7 @@ class Reader:
                 continue
             data = data_by_id[w.segment]
             try:
-                r = parse_record(data, w.offset, len(data), self.ciphers.get(w.segment))
+                r = parse_record(data, w.offset, len(data), self.ciphers.get(w.segment), self.prefixes.get(w.segment))
                 if (r.length != w.length or r.key != key or r.seq != w.seq or r.type != w.type
                         or r.flags != w.flags or r.value_length != w.value_length or r.expires_at != w.expires_at):
                     raise Invalid("record at the hinted offset does not match the hint")

@@ -74,6 +74,7 @@ struct DumpCommand: Subcommand {
         case .segment(let segment):
             return "segment \(segment.id): \(segment.file), \(segment.bytes) bytes, base seq \(segment.baseSeq.map(String.init) ?? "unknown (invalid header)")"
                 + (segment.dictionaryID.map { ", dictionary \($0)" } ?? "")
+                + (segment.keyPrefix.isEmpty ? "" : ", key prefix " + KeyEscaping.escape(segment.keyPrefix))
         case .record(let record):
             var fields = [
                 "\(record.segmentID):\(record.offset)", typeName(record.type), "seq=\(record.seq)",
@@ -108,6 +109,7 @@ struct DumpCommand: Subcommand {
         if record.usesDictionary { names.append("dictionary") }
         if record.expiresAtMilliseconds != nil { names.append("expires") }
         if record.isBatchMember { names.append("batch") }
+        if record.elidedKeyBytes > 0 { names.append("key-prefix") }
         return names
     }
 
@@ -134,6 +136,10 @@ struct DumpCommand: Subcommand {
         var bytes: Int64
         var baseSeq: UInt64?
         var dictionary: UInt32?
+        /// A segment's key prefix (escaped as keys are), when it has one.
+        var keyPrefix: String?
+        /// How many of a record's key bytes are its segment's key prefix's, when any are.
+        var elidedKeyBytes: Int?
         var type: String?
         var seq: UInt64?
         var storedBytes: Int?
@@ -157,6 +163,7 @@ struct DumpCommand: Subcommand {
                 bytes = segment.bytes
                 baseSeq = segment.baseSeq
                 dictionary = segment.dictionaryID
+                keyPrefix = segment.keyPrefix.isEmpty ? nil : KeyEscaping.escape(segment.keyPrefix)
             case .record(let record):
                 kind = "record"
                 segment = record.segmentID
@@ -167,6 +174,7 @@ struct DumpCommand: Subcommand {
                 storedBytes = record.storedBytes
                 valueBytes = record.valueBytes
                 flags = flagNames(record)
+                elidedKeyBytes = record.elidedKeyBytes > 0 ? record.elidedKeyBytes : nil
                 expiresAtMilliseconds = record.expiresAtMilliseconds
                 if let committed = record.committedSeqs {
                     commitsFirstSeq = committed.lowerBound

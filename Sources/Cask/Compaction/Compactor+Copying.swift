@@ -30,11 +30,12 @@ extension Compactor {
     /// this one) are looked up exactly, under the shared lock, all of a group's at once. (Under a
     /// shared lock per group of 256, puts waited for it: 0.33–0.44× their rate during a compaction.)
     func copyLive(
-        from input: SegmentFile, dropBelow: UInt64, now: UInt64, recompression: Recompression, outputs: inout [Output],
+        from input: SegmentFile, dropBelow: UInt64, now: UInt64, recompression: Recompression, outputKeyPrefix: [UInt8], outputs: inout [Output],
         moves: inout [Move], keys: inout [UInt8], expired: inout [Move], result: inout CaskStore.CompactionResult
     ) throws(CaskError) -> DamagedRange? {
         let length = input.writtenLength.load(ordering: .acquiring)
         var reader = SegmentReader(file: input, length: length, isActive: false, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
+        let keyPrefix = input.keyPrefixBytes  // the input outlives the copy
         var staging = ByteBuffer(capacity: 64 << 10)
         var staged: [Staged] = []
         staged.reserveCapacity(Self.stagedGroup)
@@ -47,16 +48,17 @@ extension Compactor {
                 var unsure: [Int] = []
                 state.withoutLocking { shared in
                     for (position, record) in staged.enumerated() {
-                        let key = record.header.key(in: UnsafeRawBufferPointer(rebasing: raw[record.start...]))
                         // What `judge` compares: a put's own location when the index points at it,
                         // a tombstone's key's location (nil: absent).
-                        current.append(ReaderRegistry.shared.read { () -> RecordLocation? in
-                            switch record.header.type {
-                            case .put: return shared.index.pointsWithoutLock(key, at: record.location) ? record.location : nil
-                            case .delete:
-                                if shared.index.probableLocationWithoutLock(key) != .absent { unsure.append(position) }
-                                return nil
-                            case .batch: return nil
+                        current.append(record.header.withKey(in: UnsafeRawBufferPointer(rebasing: raw[record.start...]), prefix: keyPrefix) { key in
+                            ReaderRegistry.shared.read { () -> RecordLocation? in
+                                switch record.header.type {
+                                case .put: return shared.index.pointsWithoutLock(key, at: record.location) ? record.location : nil
+                                case .delete:
+                                    if shared.index.probableLocationWithoutLock(key) != .absent { unsure.append(position) }
+                                    return nil
+                                case .batch: return nil
+                                }
                             }
                         })
                     }
@@ -65,13 +67,15 @@ extension Compactor {
                 state.read { shared in
                     for position in unsure {
                         let record = staged[position]
-                        current[position] = shared.index.lookup(record.header.key(in: UnsafeRawBufferPointer(rebasing: raw[record.start...])))
+                        current[position] = record.header.withKey(in: UnsafeRawBufferPointer(rebasing: raw[record.start...]), prefix: keyPrefix) {
+                            shared.index.lookup($0)
+                        }
                     }
                 }
             }
             for (record, current) in zip(staged, current) {
                 try judge(record, current: current, staging: staging, dropBelow: dropBelow, now: now, input: input,
-                          recompression: recompression, outputs: &outputs, moves: &moves, keys: &keys, expired: &expired, result: &result)
+                          recompression: recompression, outputKeyPrefix: outputKeyPrefix, outputs: &outputs, moves: &moves, keys: &keys, expired: &expired, result: &result)
             }
             staged.removeAll(keepingCapacity: true)
             current.removeAll(keepingCapacity: true)
@@ -102,7 +106,7 @@ extension Compactor {
     /// Copies one staged record if it is still needed, given `current`, where the index points for its key.
     private func judge(
         _ record: Staged, current: RecordLocation?, staging: borrowing ByteBuffer, dropBelow: UInt64, now: UInt64, input: SegmentFile,
-        recompression: Recompression, outputs: inout [Output], moves: inout [Move], keys: inout [UInt8], expired: inout [Move],
+        recompression: Recompression, outputKeyPrefix: [UInt8], outputs: inout [Output], moves: inout [Move], keys: inout [UInt8], expired: inout [Move],
         result: inout CaskStore.CompactionResult
     ) throws(CaskError) {
         let header = record.header, location = record.location
@@ -121,7 +125,7 @@ extension Compactor {
         }
         if forget {
             expired.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: location, isPut: false))
-            staging.withUnsafeBytes { keys.append(contentsOf: header.key(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]))) }
+            staging.withUnsafeBytes { header.appendKey(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]), prefix: input.keyPrefixBytes, to: &keys) }
         }
         guard keep else {
             result.recordsDropped += 1
@@ -133,44 +137,58 @@ extension Compactor {
                 UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.payloadEnd)]), header: header, from: input,
                 offset: location.offset)
         }
-        let length = (recompressed ?? header.payloadEnd) + (encryption == nil ? 0 : FileCipher.tagLength)
-        let output = try destination(for: length, outputs: &outputs, dictionary: recompression.dictionary)
-        let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(length))
+        // At most this long: in an output that elides none of its key, a record gains the bytes it elided.
+        let longest = (recompressed ?? header.payloadEnd) + header.elidedLength + (encryption == nil ? 0 : FileCipher.tagLength)
+        let output = try destination(for: longest, outputs: &outputs, dictionary: recompression.dictionary, keyPrefix: outputKeyPrefix)
+        let start = output.buffer.count
         if recompressed != nil {
             recompression.record.withUnsafeBytes { plain in
-                // Parsed when it was made, by the encoder: its header is valid.
-                guard case .success(let made) = RecordHeader.parse(plain) else { preconditionFailure("a recompressed record parses") }
-                append(plain, header: made, clearingBatchMember: false, to: output)
+                // Parsed when it was made, by the encoder (the key whole): its header is valid.
+                guard case .success(let made) = RecordHeader.parse(plain, keyPrefixLength: 0) else { preconditionFailure("a recompressed record parses") }
+                append(plain, header: made, clearingBatchMember: false, keyPrefix: .init(start: nil, count: 0), to: output)
             }
         } else {
             // A committed batch member goes on as an ordinary record (its commit record is not
             // copied): the flag is cleared, and the record checksummed again.
             staging.withUnsafeBytes { raw in
                 append(UnsafeRawBufferPointer(rebasing: raw[record.start..<(record.start + header.payloadEnd)]), header: header,
-                       clearingBatchMember: header.flags & RecordFlags.batchMember != 0, to: output)
+                       clearingBatchMember: header.flags & RecordFlags.batchMember != 0, keyPrefix: input.keyPrefixBytes, to: output)
             }
         }
+        let length = output.buffer.count - start
+        let newLocation = RecordLocation(segmentID: UInt32(output.id), offset: UInt32(output.length), length: UInt32(length))
         output.length += Int64(length)
         output.stats.noteRecord(seq: header.seq, valueLength: header.valueLength)
         output.stats.fileBytes = output.length
         if output.buffer.count >= Output.chunk { try flush(output, wholeChunksOnly: true) }
         moves.append(Move(keyStart: keys.count, keyLength: header.keyLength, old: location, new: newLocation, isPut: header.type == .put))
-        staging.withUnsafeBytes { keys.append(contentsOf: header.key(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]))) }
+        staging.withUnsafeBytes { header.appendKey(in: UnsafeRawBufferPointer(rebasing: $0[record.start...]), prefix: input.keyPrefixBytes, to: &keys) }
         result.recordsCopied += 1
     }
 
-    /// Appends the record whose plain form is `plain` to `output`'s buffer, as it is to be written at
-    /// the output's end: byte for byte in a store that is not encrypted (unless its batch member flag
-    /// is to be cleared), sealed with the output's cipher in an encrypted one.
-    private func append(_ plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, to output: Output) {
-        guard output.sealing != nil || clearingBatchMember else { return output.buffer.append(plain) }
-        _ = RecordEncoder.appendRecord(
-            plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: output.sealing?.cipher, offset: output.length,
-            to: &output.buffer)
+    /// Appends the record whose plain form is `plain`, read from a segment whose key prefix is
+    /// `keyPrefix`, to `output`'s buffer, as it is to be written at the output's end: byte for byte
+    /// in a store that is not encrypted (unless its batch member flag is to be cleared, or the
+    /// output's key prefix makes it elide other key bytes), sealed with the output's cipher in an
+    /// encrypted one.
+    private func append(
+        _ plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, keyPrefix: UnsafeRawBufferPointer, to output: Output
+    ) {
+        output.keyPrefix.withUnsafeBytes { outputPrefix in
+            let prefixes = (from: keyPrefix, to: outputPrefix)
+            guard output.sealing != nil || clearingBatchMember || RecordEncoder.needsNewHeader(header, plain: plain, keyPrefix: prefixes) else {
+                return output.buffer.append(plain)
+            }
+            _ = RecordEncoder.appendRecord(
+                plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: output.sealing?.cipher, offset: output.length,
+                keyPrefix: prefixes, to: &output.buffer)
+        }
     }
 
     /// The output a record of `length` bytes goes to: the current one, or a new one when it is full.
-    private func destination(for length: Int, outputs: inout [Output], dictionary: CompressionDictionary?) throws(CaskError) -> Output {
+    private func destination(
+        for length: Int, outputs: inout [Output], dictionary: CompressionDictionary?, keyPrefix: [UInt8]
+    ) throws(CaskError) -> Output {
         if let current = outputs.last, current.length == current.stats.headerBytes || current.length + Int64(length) <= options.maxSegmentSize {
             return current
         }
@@ -184,7 +202,9 @@ extension Compactor {
         do throws(Errno) { fd = try fileSystem.open(temporaryPath, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o600) } catch {
             throw CaskError.from(error, operation: "create compaction output", path: temporaryPath)
         }
-        let output = Output(id: id, directory: directory, fd: fd, temporaryPath: temporaryPath, dictionary: dictionary, encryption: encryption)
+        let output = Output(
+            id: id, directory: directory, fd: fd, temporaryPath: temporaryPath, dictionary: dictionary, encryption: encryption,
+            keyPrefix: keyPrefix)
         outputs.append(output)
         return output
     }

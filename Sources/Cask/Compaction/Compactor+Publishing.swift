@@ -36,7 +36,7 @@ extension Compactor {
                 }
             }
             let header = SegmentHeader(segmentID: output.id, baseSeq: output.stats.minSeq ?? 1, dictionaryID: output.dictionary?.id ?? 0,
-                dictionaryChecksum: output.dictionary?.checksum ?? 0, sealing: sealing).encoded(cipher: output.sealing?.cipher)
+                dictionaryChecksum: output.dictionary?.checksum ?? 0, sealing: sealing, keyPrefix: output.keyPrefix).encoded(cipher: output.sealing?.cipher)
             do throws(Errno) {
                 try header.withBytes { (raw) throws(Errno) in try fileSystem.writeAll(output.fd, from: raw, at: 0) }
                 try fileSystem.fdatasync(output.fd)
@@ -69,7 +69,7 @@ extension Compactor {
             SegmentFile(
                 id: output.id, path: output.path, fd: output.fd, length: output.length, fileSystem: fileSystem,
                 mapLength: options.memoryMapping ? Int(output.length) : 0, dictionary: output.dictionary.map { .loaded($0) } ?? .none,
-                sealing: output.sealing)
+                sealing: output.sealing, keyPrefix: output.keyPrefix)
         }
     }
 }

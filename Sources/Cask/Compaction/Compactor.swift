@@ -78,10 +78,16 @@ struct Compactor {
         let dictionary: CompressionDictionary?
         /// In an encrypted store: the output's new salt and cipher, which its records are sealed with.
         let sealing: SegmentSealing?
+        /// The key prefix the output's header names (empty for none): its records elide it.
+        let keyPrefix: [UInt8]
 
-        init(id: UInt64, directory: String, fd: Int32, temporaryPath: String, dictionary: CompressionDictionary?, encryption: StoreEncryption?) {
+        init(
+            id: UInt64, directory: String, fd: Int32, temporaryPath: String, dictionary: CompressionDictionary?, encryption: StoreEncryption?,
+            keyPrefix: [UInt8]
+        ) {
             self.id = id
             self.dictionary = dictionary
+            self.keyPrefix = encryption == nil ? keyPrefix : []
             path = directory + "/" + SegmentName.segment(id)
             self.temporaryPath = temporaryPath
             self.fd = fd
@@ -89,7 +95,7 @@ struct Compactor {
                 let (salt, cipher) = encryption.newCipher()
                 return SegmentSealing(cipher: cipher, salt: salt)
             }
-            length = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
+            length = Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: self.keyPrefix.count))
             stats = SegmentStats(id: id)
             stats.dictionaryID = dictionary?.id
             stats.headerBytes = length
@@ -122,6 +128,17 @@ struct Compactor {
 
     /// The dictionary outputs name: the store's current one, unless dictionaries are off.
     var outputDictionary: CompressionDictionary? { options.dictionaries.enabled ? dictionaries.current : nil }
+
+    /// The key prefix outputs name: that of the largest input that names one, else the one the
+    /// writer would give a new segment (the store's inputs may all predate prefixes); none when the
+    /// writer gives none (``CaskStore/Options/keyPrefixes`` off, or an encrypted store). A record
+    /// whose key elides other bytes than the output's prefix is written with a new header.
+    private func outputKeyPrefix(for inputs: [SegmentFile]) -> [UInt8] {
+        let (chooses, fallback) = writer.withLock { w in (w.keyPrefixes != nil, w.keyPrefixForNewSegments) }
+        guard chooses else { return [] }
+        let named = inputs.filter { !$0.keyPrefix.isEmpty }
+        return named.max { $0.writtenLength.load(ordering: .relaxed) < $1.writtenLength.load(ordering: .relaxed) }?.keyPrefix ?? fallback
+    }
 
     /// The inputs, and the seq below which a dropped tombstone cannot shadow anything outside them.
     private func select(_ selection: Selection) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
@@ -256,6 +273,7 @@ struct Compactor {
         result.bytesBefore = inputs.reduce(0) { $0 + $1.writtenLength.load(ordering: .relaxed) }
 
         var outputs: [Output] = []
+        let outputKeyPrefix = outputKeyPrefix(for: inputs)
         let recompression = Recompression(
             dictionary: outputDictionary, sampling: options.dictionaries.enabled ? options.dictionaries.trainingSampleBytes : nil)
         var moves: [Move] = []
@@ -267,7 +285,8 @@ struct Compactor {
             meter.report(0)
             for input in inputs {
                 if let damage = try copyLive(
-                    from: input, dropBelow: dropBelow, now: now, recompression: recompression, outputs: &outputs, moves: &moves,
+                    from: input, dropBelow: dropBelow, now: now, recompression: recompression, outputKeyPrefix: outputKeyPrefix, outputs: &outputs,
+                    moves: &moves,
                     keys: &keys, expired: &expiredToForget, result: &result) {
                     discard(outputs)
                     return .damaged(input, damage)

@@ -60,24 +60,25 @@ final class Recompression {
         let mustChange = header.usesDictionary && input.dictionary.id != outputDictionary
         let mayGain = outputDictionary != 0 && !header.usesDictionary && header.valueLength >= RecordEncoder.minimumCompressibleLength
         guard mustChange || mayGain else { return nil }
-        let key = header.key(in: bytes)
         let payload = UnsafeRawBufferPointer(rebasing: bytes[header.payloadRange])
         record.count = 0
-        let length: Int
-        if header.isCompressed {
-            if let problem = expand(header, payload: payload, from: input) {
-                throw CaskError.corruptRecord(path: input.path, offset: Int64(offset), reason: problem)
+        if header.isCompressed, let problem = expand(header, payload: payload, from: input) {
+            throw CaskError.corruptRecord(path: input.path, offset: Int64(offset), reason: problem)
+        }
+        // The key whole: the record goes to an output whose key prefix is its own.
+        let length = header.withKey(in: bytes, prefix: input.keyPrefixBytes) { key in
+            if header.isCompressed {
+                return value.withUnsafeBytes { expanded in
+                    encoder.append(
+                        type: .put, seq: header.seq, key: key, value: expanded, expiresAt: header.expiresAt, dictionary: dictionary?.lz4,
+                        to: &record)
+                }
             }
-            length = value.withUnsafeBytes { expanded in
-                encoder.append(
-                    type: .put, seq: header.seq, key: key, value: expanded, expiresAt: header.expiresAt, dictionary: dictionary?.lz4,
-                    to: &record)
-            }
-        } else {
-            length = encoder.append(
+            return encoder.append(
                 type: .put, seq: header.seq, key: key, value: payload, expiresAt: header.expiresAt, dictionary: dictionary?.lz4, to: &record)
         }
         if value.capacity > 1 << 20 { value.reset(shrinkingTo: 4096) }
-        return mustChange || length < header.payloadEnd ? length : nil
+        // Compared with the key whole on both sides: the output elides its prefix from either.
+        return mustChange || length < header.payloadEnd + header.elidedLength ? length : nil
     }
 }

@@ -22,8 +22,10 @@ package struct HintEntry {
 /// 16  u64     segment id
 /// 24  u64     covered length: the segment bytes the hint describes (header + records)
 /// 32  u64     entry count
-/// 40  u32     reserved, zero
-/// 44  u32     crc32c of bytes 0 ..< 44
+/// 40  u32     the length p of the key prefix the segment's header names (0 for none): its records
+///             start at 46 + p (40 without one)
+/// 44  p bytes the key prefix
+/// 44+p u32    crc32c of bytes 0 ..< 44 + p (the header is 48 + p bytes)
 /// blocks, each: u32 raw length (<= 1 MiB), u32 stored length, u32 codec (0 raw, 1 lz4, 2 zstd),
 ///               u32 crc32c of the stored bytes, then the stored bytes
 /// entries, packed in the raw bytes of the blocks, never split across blocks:
@@ -43,8 +45,10 @@ package struct HintEntry {
 /// associated data).
 package enum HintFile {
     package static let magic: [UInt8] = Array("CASKHNT".utf8) + [0]
-    /// The header of version 1.
+    /// The header of versions 1 and 3 for a segment without a key prefix (48 + p with one).
     package static let headerLength = 48
+    /// The longest header: a plain one with the longest key prefix.
+    package static let maxHeaderLength = headerLength + Limits.maxKeyPrefixLength
     /// The header of version 2 (encrypted).
     package static let encryptedHeaderLength = 96
     package static let blockHeaderLength = 16
@@ -83,20 +87,24 @@ package enum HintFile {
         private var previousKey: [UInt8] = []
         private var previousSeq: UInt64 = 0
         private let compressor = ZstdCompressor()
+        private let keyPrefix: [UInt8]
         /// An encrypted store's: the segment's salt, the hint's salt and its cipher.
         private let sealing: (segmentSalt: [UInt8], salt: [UInt8], cipher: FileCipher)?
 
-        /// An encoder of segment `segmentID`'s hint; `sealing` for a segment of an encrypted store.
-        package init(segmentID: UInt64, sealing: Sealing? = nil) {
+        /// An encoder of segment `segmentID`'s hint, whose header names `keyPrefix` (empty: none),
+        /// which the hint holds too; `sealing` for a segment of an encrypted store.
+        package init(segmentID: UInt64, keyPrefix: [UInt8] = [], sealing: Sealing? = nil) {
+            precondition(sealing == nil || keyPrefix.isEmpty, "an encrypted segment names no key prefix")
             self.segmentID = segmentID
+            self.keyPrefix = keyPrefix
             if let sealing {
                 let (salt, cipher) = sealing.encryption.newCipher()
                 self.sealing = (sealing.segmentSalt, salt, cipher)
             } else {
                 self.sealing = nil
             }
-            coveredLength = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
-            output.count = sealing == nil ? HintFile.headerLength : HintFile.encryptedHeaderLength  // header written by `finish`
+            coveredLength = Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefix.count))
+            output.count = sealing == nil ? HintFile.headerLength + keyPrefix.count : HintFile.encryptedHeaderLength  // header written by `finish`
         }
 
         /// Adds the record that starts at the current covered length.
@@ -168,7 +176,7 @@ package enum HintFile {
         /// The complete hint file bytes.
         package consuming func finish() -> [UInt8] {
             flushBlock()
-            let headerLength = sealing == nil ? HintFile.headerLength : HintFile.encryptedHeaderLength
+            let headerLength = sealing == nil ? HintFile.headerLength + keyPrefix.count : HintFile.encryptedHeaderLength
             var header = ByteBuffer(capacity: headerLength)
             HintFile.magic.withUnsafeBytes { header.append($0) }
             header.append(littleEndian: sealing == nil ? HintFile.writtenVersion : HintFile.writtenEncryptedVersion)
@@ -183,7 +191,8 @@ package enum HintFile {
                 let tag = header.withUnsafeBytes { sealing.cipher.tag(authenticating: $0, number: 0) }
                 tag.withUnsafeBytes { header.append($0) }
             }
-            header.append(littleEndian: UInt32(0))
+            header.append(littleEndian: UInt32(keyPrefix.count))
+            keyPrefix.withUnsafeBytes { header.append($0) }
             let crc = header.withUnsafeBytes { CRC32C.checksum(of: $0) }
             header.append(littleEndian: crc)
             var bytes = output.copyBytes()
@@ -198,6 +207,10 @@ package enum HintFile {
         package var segmentID: UInt64
         package var coveredLength: Int64
         package var entryCount: UInt64
+        /// The key prefix the segment's header names, as the hint holds it (empty: none).
+        package var keyPrefix: [UInt8] = []
+        /// The hint's header length, where its first block starts.
+        package var headerLength = HintFile.headerLength
     }
 
     package enum Outcome {
@@ -212,10 +225,15 @@ package enum HintFile {
         case inconsistent
     }
 
-    /// The length of a hint file's header, from its version field (48 or 96); nil for another version.
-    private static func headerLength(ofVersion version: UInt16) -> Int? {
+    /// The length of a hint file's header, from its version field (96 sealed, else 48 plus the key
+    /// prefix length at 40, which `bytes` must reach); nil for another version or a prefix over 255 bytes.
+    private static func headerLength(of bytes: UnsafeRawBufferPointer) -> Int? {
+        let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
         guard (1...4).contains(version) else { return nil }
-        return isEncrypted(version: version) ? encryptedHeaderLength : headerLength
+        if isEncrypted(version: version) { return encryptedHeaderLength }
+        let keyPrefixLength = bytes.readLittleEndian(at: 40, as: UInt32.self)
+        guard keyPrefixLength <= UInt32(Limits.maxKeyPrefixLength) else { return nil }
+        return headerLength + Int(keyPrefixLength)
     }
 
     /// A seq delta as an entry stores it: the difference `seq − previous` (wrapping, read as signed:
@@ -233,10 +251,10 @@ package enum HintFile {
     /// What a hint file's header declares, when its magic, version, length and checksum hold (its
     /// blocks unchecked; an encrypted hint's tag too, with `sealing`): enough to size an index, or to
     /// see that the hint describes more bytes than its segment now holds. `bytes` may be the first
-    /// ``encryptedHeaderLength`` bytes alone.
+    /// ``maxHeaderLength`` bytes alone.
     package static func declaredSummary(_ bytes: UnsafeRawBufferPointer, sealing: Sealing? = nil) -> Summary? {
         guard bytes.count >= headerLength, bytes.prefix(8).elementsEqual(magic),
-              let length = headerLength(ofVersion: bytes.readLittleEndian(at: 8, as: UInt16.self)), bytes.count >= length,
+              let length = headerLength(of: bytes), bytes.count >= length,
               bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(length),
               CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<(length - 4)])) == bytes.readLittleEndian(at: length - 4, as: UInt32.self)
         else { return nil }
@@ -247,35 +265,43 @@ package enum HintFile {
             else { return nil }
         }
         let covered = bytes.readLittleEndian(at: 24, as: UInt64.self)
+        // An encrypted segment names no key prefix: the u32 before the checksum is 0.
+        if length == encryptedHeaderLength, bytes.readLittleEndian(at: length - 8, as: UInt32.self) != 0 { return nil }
         return Summary(
             segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), coveredLength: Int64(clamping: covered),
-            entryCount: bytes.readLittleEndian(at: 32, as: UInt64.self))
+            entryCount: bytes.readLittleEndian(at: 32, as: UInt64.self),
+            keyPrefix: length == encryptedHeaderLength ? [] : Array(bytes[44..<(length - 4)]), headerLength: length)
     }
 
     /// Validates a whole hint file, then calls `body` for each entry, in record order.
     /// Returns `nil` without calling `body` when anything is inconsistent (including a covered
     /// length over `segmentLength`). Decodes the file twice; recovery uses the faster ``apply``.
     /// `sealing`: an encrypted store's (its hints must be version 2 or 4, sealed for this segment);
-    /// nil for a store that is not encrypted (its hints must be version 1 or 3).
+    /// nil for a store that is not encrypted (its hints must be version 1 or 3). `keyPrefix`: the key
+    /// prefix the segment's header names, nil when the header is damaged (a hint holding another is
+    /// invalid; behind a damaged header the hint's is taken).
     package static func forEachEntry(
-        in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, _ body: (HintEntry) -> Void
+        in bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, keyPrefix: [UInt8]?,
+        _ body: (HintEntry) -> Void
     ) -> Summary? {
-        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: true, { _ in }),
+        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, keyPrefix: keyPrefix, checksums: true, decode: true, { _ in }),
               summary.coveredLength <= segmentLength else { return nil }
-        return walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: true, body)
+        return walk(bytes, segmentID: segmentID, sealing: sealing, keyPrefix: keyPrefix, checksums: true, decode: true, body)
     }
 
     /// Validates a hint file's header and block checksums, then decodes its blocks once, calling
     /// `body` for each entry in record order. A hint that claims to cover more than `segmentLength`
     /// bytes is invalid. Cost: one checksum pass, one decompression and parse of each block (and
     /// with `sealing`, one decryption: a block whose tag does not hold is found in the second pass,
-    /// `.inconsistent`).
+    /// `.inconsistent`). `sealing` and `keyPrefix` as for ``forEachEntry(in:segmentID:segmentLength:sealing:keyPrefix:_:)``.
     package static func apply(
-        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, _ body: (HintEntry) -> Void
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: Sealing?, keyPrefix: [UInt8]?,
+        _ body: (HintEntry) -> Void
     ) -> Outcome {
-        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: true, decode: false, { _ in }),
+        guard let summary = walk(bytes, segmentID: segmentID, sealing: sealing, keyPrefix: keyPrefix, checksums: true, decode: false, { _ in }),
               summary.coveredLength <= segmentLength else { return .invalid }
-        guard let applied = walk(bytes, segmentID: segmentID, sealing: sealing, checksums: false, decode: true, body) else { return .inconsistent }
+        guard let applied = walk(bytes, segmentID: segmentID, sealing: sealing, keyPrefix: keyPrefix, checksums: false, decode: true, body)
+        else { return .inconsistent }
         return .applied(applied)
     }
 
@@ -284,9 +310,13 @@ package enum HintFile {
     /// `decode`, also opens (encrypted) and decodes every entry (calling `body`) and checks the entry
     /// count and offsets.
     private static func walk(
-        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, sealing: Sealing?, checksums: Bool, decode: Bool, _ body: (HintEntry) -> Void
+        _ bytes: UnsafeRawBufferPointer, segmentID: UInt64, sealing: Sealing?, keyPrefix: [UInt8]?, checksums: Bool, decode: Bool,
+        _ body: (HintEntry) -> Void
     ) -> Summary? {
-        guard let summary = declaredSummary(bytes, sealing: sealing), summary.segmentID == segmentID else { return nil }
+        guard let summary = declaredSummary(bytes, sealing: sealing), summary.segmentID == segmentID,
+              summary.keyPrefix == keyPrefix ?? summary.keyPrefix
+        else { return nil }
+        let keyPrefixLength = summary.keyPrefix.count
         let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
         // An encrypted store's hints are sealed, and a store that is not encrypted has no sealed ones.
         guard isEncrypted(version: version) == (sealing != nil) else { return nil }
@@ -296,8 +326,8 @@ package enum HintFile {
         let cipher = sealing.map { $0.encryption.cipher(salt: UnsafeRawBufferPointer(rebasing: bytes[56..<72])) }
         let tagLength = sealing == nil ? 0 : FileCipher.tagLength
         let blockCount = Int(bytes.readLittleEndian(at: 12, as: UInt32.self))
-        var position = sealing == nil ? headerLength : encryptedHeaderLength
-        var offset = Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
+        var position = summary.headerLength
+        var offset = Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefixLength))
         var entries: UInt64 = 0
         var raw = ByteBuffer(capacity: 0)
         var opened = ByteBuffer(capacity: 0)
@@ -343,10 +373,10 @@ package enum HintFile {
                 }
                 guard decoded else { return nil }
                 ok = raw.withUnsafeBytes { block in
-                    parseEntries(block, sealed: sealing != nil, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
+                    parseEntries(block, sealed: sealing != nil, keyPrefixLength: keyPrefixLength, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
                 }
             } else {
-                ok = parseEntries(stored, sealed: sealing != nil, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
+                ok = parseEntries(stored, sealed: sealing != nil, keyPrefixLength: keyPrefixLength, deltaCoded: deltaCoded, keyBuffer: &keyBuffer, offset: &offset, count: &entries, body)
             }
             guard ok else { return nil }
         }
@@ -366,25 +396,41 @@ package enum HintFile {
         }
     }
 
-    /// Whether a record with these fields could have exactly `recordLength` bytes (FORMAT.md, "Hint
-    /// files"): a hint must not point the index at offsets no such record could occupy.
-    private static func isPlausible(type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int) -> Bool {
+    /// Whether a record with these fields, in a segment whose key prefix is `keyPrefixLength` bytes,
+    /// could have exactly `recordLength` bytes (FORMAT.md, "Hint files"): a hint must not point the
+    /// index at offsets no such record could occupy.
+    private static func isPlausible(
+        type: RecordType, flags: UInt8, seq: UInt64, recordLength: Int, valueLength: Int, keyLength: Int, keyPrefixLength: Int
+    ) -> Bool {
         if RecordHeader.shapeProblem(type: type, flags: flags, keyLength: keyLength, valueLength: valueLength) != nil { return false }
         let fixed = 6 + Varint.size(of: seq) + Varint.size(of: UInt64(keyLength)) + Varint.size(of: UInt64(valueLength))
-            + (flags & RecordFlags.expires != 0 ? 8 : 0) + keyLength + (flags & RecordFlags.encrypted != 0 ? FileCipher.tagLength : 0)
-        guard flags & RecordFlags.lz4 != 0 else { return recordLength == fixed + valueLength }
-        // Compressed: a stored-length varint, then 1 ... compressBound(valueLength) payload bytes.
+            + (flags & RecordFlags.expires != 0 ? 8 : 0) + (flags & RecordFlags.encrypted != 0 ? FileCipher.tagLength : 0)
+        // The key's part: the whole key, or with the prefix flag an `elided` varint and the rest,
+        // for some `elided` in 1 ... m: from m's size + keyLength - m (the most elided) to keyLength.
+        var keyPart = keyLength...keyLength
+        if flags & RecordFlags.keyPrefix != 0 {
+            let most = min(keyLength, keyPrefixLength)
+            guard most >= 1 else { return false }
+            keyPart = (Varint.size(of: UInt64(most)) + keyLength - most)...keyLength
+        }
+        // The payload: valueLength bytes raw; compressed, a stored-length varint, then
+        // 1 ... compressBound(valueLength) bytes.
+        let rest = recordLength - fixed
+        guard flags & RecordFlags.lz4 != 0 else { return keyPart.contains(rest - valueLength) }
         let bound = LZ4Compressor.bound(valueLength)
-        return recordLength - fixed >= 2 && recordLength - fixed <= Varint.size(of: UInt64(bound)) + bound
+        let payload = (rest - keyPart.upperBound)...(rest - keyPart.lowerBound)
+        return payload.overlaps(2...(Varint.size(of: UInt64(bound)) + bound))
     }
 
     /// The entries of one block, in record order. Those of a version 3 or 4 hint (`deltaCoded`) code
     /// their seq and key against the block's entry before, the key rebuilt in `keyBuffer`; those of
     /// a version 1 or 2 hint hold them whole. `body` sees an entry's key only during its call.
     /// `sealed`: entries of an encrypted segment, every one of which has the encrypted flag (and
-    /// otherwise none has).
+    /// otherwise none has). `keyPrefixLength`: the segment's key prefix's (0: none, and no entry
+    /// may have the key prefix flag).
     private static func parseEntries(
-        _ block: UnsafeRawBufferPointer, sealed: Bool, deltaCoded: Bool, keyBuffer: inout [UInt8], offset: inout Int64, count: inout UInt64,
+        _ block: UnsafeRawBufferPointer, sealed: Bool, keyPrefixLength: Int, deltaCoded: Bool, keyBuffer: inout [UInt8], offset: inout Int64,
+        count: inout UInt64,
         _ body: (HintEntry) -> Void
     ) -> Bool {
         if deltaCoded && keyBuffer.isEmpty { keyBuffer = [UInt8](repeating: 0, count: Limits.maxKeyLength) }
@@ -416,7 +462,8 @@ package enum HintFile {
                 }
                 let keyLength = Int(shared) + Int(stored)
                 guard seq >= 1, seq <= Limits.maxSeq, keyLength >= 1, keyLength <= Limits.maxKeyLength,
-                      isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), keyLength: keyLength)
+                      isPlausible(type: type, flags: flags, seq: seq, recordLength: Int(recordLength), valueLength: Int(valueLength), keyLength: keyLength,
+                                  keyPrefixLength: keyPrefixLength)
                 else { return false }
                 var expiresAt: UInt64?
                 if flags & RecordFlags.expires != 0 {

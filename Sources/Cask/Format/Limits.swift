@@ -7,8 +7,11 @@ public enum Limits {
     public static let maxValueLength = 256 << 20
     /// Sequence numbers are 1 to 2^63 - 1, so that "next" never overflows.
     public static let maxSeq: UInt64 = (1 << 63) - 1
-    /// The most bytes a record header can take: crc, type, flags, three varints, optional expiry.
-    static let maxRecordHeaderLength = 4 + 1 + 1 + 10 + 3 + 5 + 5 + 8
+    /// The longest key prefix a segment header holds (``SegmentHeader/keyPrefix``).
+    static let maxKeyPrefixLength = 255
+    /// The most bytes a record header can take: crc, type, flags, the varints (seq, key length,
+    /// elided prefix, value length, stored length), optional expiry.
+    static let maxRecordHeaderLength = 4 + 1 + 1 + 10 + 3 + 2 + 5 + 5 + 8
     /// The most bytes a record takes besides its key and payload: its header and, encrypted, its tag.
     static let maxRecordOverhead = maxRecordHeaderLength + 16
     /// The largest record a reader must accept (an encrypted one's tag included).

@@ -22,14 +22,19 @@ package final class RecordEncoder {
     /// ``RecordFlags/dictionary``. With a `cipher` (the segment's, in an encrypted store) the key and
     /// payload are sealed as message `offset`, the record's place in its segment, and flagged
     /// ``RecordFlags/encrypted``: the record must be written there, and nothing else ever sealed
-    /// there with that cipher (FORMAT.md, "Encryption").
+    /// there with that cipher (FORMAT.md, "Encryption"). With a `keyPrefix` (the segment's; never
+    /// with a cipher), a key that shares at least 2 bytes with it stores only the rest
+    /// (``RecordFlags/keyPrefix``).
     package func append(
         type: RecordType, seq: UInt64, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
         expiresAt: UInt64?, batchMember: Bool = false, dictionary: LZ4Dictionary? = nil, cipher: FileCipher? = nil, offset: Int64 = 0,
-        to buffer: inout ByteBuffer
+        keyPrefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0), to buffer: inout ByteBuffer
     ) -> Int {
         var flags: UInt8 = (expiresAt == nil ? 0 : RecordFlags.expires) | (batchMember ? RecordFlags.batchMember : 0)
             | (cipher == nil ? 0 : RecordFlags.encrypted)
+        precondition(cipher == nil || keyPrefix.isEmpty, "an encrypted segment names no key prefix")
+        let elided = type == .batch ? 0 : Self.elidedLength(of: key, prefix: keyPrefix)
+        if elided > 0 { flags |= RecordFlags.keyPrefix }
         var storedLength = value.count
         if value.count >= Self.minimumCompressibleLength && type == .put {
             let allowed = value.count - value.count / 8  // must save at least 1/8
@@ -55,18 +60,12 @@ package final class RecordEncoder {
                 let base = space.baseAddress!
                 base.storeBytes(of: type.rawValue, toByteOffset: 4, as: UInt8.self)
                 base.storeBytes(of: flags, toByteOffset: 5, as: UInt8.self)
-                var position = 6
-                position += Varint.write(seq, to: base + position)
-                position += Varint.write(UInt64(key.count), to: base + position)
-                position += Varint.write(UInt64(value.count), to: base + position)
-                if compressed { position += Varint.write(UInt64(storedLength), to: base + position) }
-                if let expiresAt {
-                    base.storeBytes(of: expiresAt.littleEndian, toByteOffset: position, as: UInt64.self)
-                    position += 8
-                }
+                var position = Self.writeFields(
+                    to: base, seq: seq, keyLength: key.count, elided: elided, valueLength: value.count,
+                    storedLength: compressed ? storedLength : nil, expiresAt: expiresAt)
                 let headerLength = position
-                if let keyBase = key.baseAddress { (base + position).copyMemory(from: keyBase, byteCount: key.count) }
-                position += key.count
+                if let keyBase = key.baseAddress { (base + position).copyMemory(from: keyBase + elided, byteCount: key.count - elided) }
+                position += key.count - elided
                 let payload = compressed ? compressedValue : value
                 if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: storedLength) }
                 position += storedLength
@@ -79,6 +78,36 @@ package final class RecordEncoder {
         }
         if scratch.capacity > 1 << 20 { scratch.reset(shrinkingTo: 4096) }  // do not pin a huge value's buffer
         return length
+    }
+
+    /// How many leading bytes of `key` a record in a segment whose key prefix is `prefix` elides:
+    /// the bytes they share, when at least 2 (1 would save nothing: its count takes a byte); else 0.
+    @inline(__always)
+    package static func elidedLength(of key: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer) -> Int {
+        let limit = min(key.count, prefix.count)
+        guard limit >= 2, key[0] == prefix[0], key[1] == prefix[1] else { return 0 }
+        var shared = 2
+        while shared < limit && key[shared] == prefix[shared] { shared += 1 }
+        return shared
+    }
+
+    /// Writes a record header's fields after the checksum at `base` (type and flags are the
+    /// caller's); returns the header's length.
+    @inline(__always)
+    private static func writeFields(
+        to base: UnsafeMutableRawPointer, seq: UInt64, keyLength: Int, elided: Int, valueLength: Int, storedLength: Int?, expiresAt: UInt64?
+    ) -> Int {
+        var position = 6
+        position += Varint.write(seq, to: base + position)
+        position += Varint.write(UInt64(keyLength), to: base + position)
+        if elided > 0 { position += Varint.write(UInt64(elided), to: base + position) }
+        position += Varint.write(UInt64(valueLength), to: base + position)
+        if let storedLength { position += Varint.write(UInt64(storedLength), to: base + position) }
+        if let expiresAt {
+            base.storeBytes(of: expiresAt.littleEndian, toByteOffset: position, as: UInt64.self)
+            position += 8
+        }
+        return position
     }
 
     /// Seals bytes `headerLength ..< end` at `base` (a record's key and payload) in place as message
@@ -96,11 +125,18 @@ package final class RecordEncoder {
     /// as a reader hands them on (``SegmentReader``: decrypted, without a tag) — as it is to be
     /// written at `offset` of a segment: sealed with `cipher` (the segment's; nil for a store that
     /// is not encrypted), and with `clearingBatchMember`, as an ordinary record (a committed batch
-    /// member that compaction copies). Its checksum is computed again. Returns its length.
+    /// member that compaction copies). Its checksum is computed again. A record read from a segment
+    /// whose key prefix is `keyPrefix.from` and written to one whose prefix is `keyPrefix.to` has
+    /// its key's elided bytes chosen again for the new prefix (its header rewritten when they
+    /// differ; seq, lengths, expiry and payload unchanged). Returns its length.
     package static func appendRecord(
         plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, cipher: FileCipher?, offset: Int64,
-        to buffer: inout ByteBuffer
+        keyPrefix: (from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer), to buffer: inout ByteBuffer
     ) -> Int {
+        if needsNewHeader(header, plain: plain, keyPrefix: keyPrefix) {
+            return appendRekeyed(plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: cipher, offset: offset,
+                                 keyPrefix: keyPrefix, to: &buffer)
+        }
         let plainLength = header.payloadEnd
         precondition(plain.count >= plainLength)
         var length = 0
@@ -117,5 +153,55 @@ package final class RecordEncoder {
             return length
         }
         return length
+    }
+
+    /// Whether a record moving from a segment whose key prefix is `keyPrefix.from` to one whose
+    /// prefix is `keyPrefix.to` must elide another number of key bytes, or other bytes, than it does.
+    package static func needsNewHeader(
+        _ header: RecordHeader, plain: UnsafeRawBufferPointer, keyPrefix: (from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer)
+    ) -> Bool {
+        if header.type == .batch { return false }
+        if header.elidedLength == 0 && keyPrefix.to.count < 2 { return false }
+        return header.withKey(in: plain, prefix: keyPrefix.from) { key in
+            let elided = elidedLength(of: key, prefix: keyPrefix.to)
+            return elided != header.elidedLength
+                || !UnsafeRawBufferPointer(rebasing: keyPrefix.to[0..<elided]).hasSameBytes(as: UnsafeRawBufferPointer(rebasing: keyPrefix.from[0..<elided]))
+        }
+    }
+
+    /// ``appendRecord(plain:header:clearingBatchMember:cipher:offset:keyPrefix:to:)`` for a record
+    /// whose header is written again, with the key's elided bytes chosen for `keyPrefix.to`.
+    private static func appendRekeyed(
+        plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, cipher: FileCipher?, offset: Int64,
+        keyPrefix: (from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer), to buffer: inout ByteBuffer
+    ) -> Int {
+        precondition(plain.count >= header.payloadEnd)
+        let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadRange])
+        return header.withKey(in: plain, prefix: keyPrefix.from) { key in
+            let elided = elidedLength(of: key, prefix: keyPrefix.to)
+            var flags = header.flags & ~(RecordFlags.encrypted | RecordFlags.keyPrefix)
+                | (cipher == nil ? 0 : RecordFlags.encrypted) | (elided > 0 ? RecordFlags.keyPrefix : 0)
+            if clearingBatchMember { flags &= ~RecordFlags.batchMember }
+            var length = 0
+            buffer.appendWithUnsafeSpace(Limits.maxRecordOverhead + key.count + payload.count) { space in
+                let base = space.baseAddress!
+                base.storeBytes(of: header.type.rawValue, toByteOffset: 4, as: UInt8.self)
+                base.storeBytes(of: flags, toByteOffset: 5, as: UInt8.self)
+                var position = writeFields(
+                    to: base, seq: header.seq, keyLength: key.count, elided: elided, valueLength: header.valueLength,
+                    storedLength: header.isCompressed ? header.storedLength : nil, expiresAt: header.expiresAt)
+                let headerLength = position
+                (base + position).copyMemory(from: key.baseAddress! + elided, byteCount: key.count - elided)
+                position += key.count - elided
+                if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: payload.count) }
+                position += payload.count
+                if let cipher { position = seal(base, headerLength: headerLength, end: position, cipher: cipher, offset: offset) }
+                let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: position - 4))
+                base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+                length = position
+                return position
+            }
+            return length
+        }
     }
 }

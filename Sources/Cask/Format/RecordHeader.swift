@@ -4,20 +4,26 @@
 /// u32  crc32c     over every byte after this field, up to the end of the payload
 /// u8   type       1 put, 2 delete, 3 batch commit
 /// u8   flags      bit 0 lz4, bit 1 expires, bit 2 batch member, bit 3 dictionary (only with lz4),
-///                 bit 4 encrypted; other bits zero
+///                 bit 4 encrypted, bit 5 key prefix (never with encrypted); other bits zero
 /// var  seq        sequence number (LEB128)
-/// var  keyLength  1 ... 65,535
+/// var  keyLength  1 ... 65,535 (the whole key's)
+/// var  elided     only when flags.keyPrefix: 1 ... min(keyLength, 255) leading key bytes that are the
+///                 segment's key prefix's, not stored
 /// var  valueLength  uncompressed value length, 0 ... 256 MiB (0 for delete)
 /// var  storedLength only when flags.lz4: payload bytes on disk, 1 ... bound(valueLength)
 /// u64  expiresAt  only when flags.expires: milliseconds since 1970-01-01 UTC
-/// key bytes, then payload bytes (storedLength, or valueLength when not compressed)
+/// key bytes (keyLength - elided), then payload bytes (storedLength, or valueLength when not compressed)
 /// encrypted: key and payload are ciphertext, followed by a 16-byte tag
 /// ```
 package struct RecordHeader: Equatable, Sendable {
     package var type: RecordType
     package var flags: UInt8
     package var seq: UInt64
+    /// The whole key's length, its elided prefix included.
     package var keyLength: Int
+    /// How many of the key's first bytes are the segment's key prefix's, not stored (0 without
+    /// ``RecordFlags/keyPrefix``).
+    package var elidedLength: Int
     package var valueLength: Int
     package var storedLength: Int
     package var expiresAt: UInt64?
@@ -29,16 +35,56 @@ package struct RecordHeader: Equatable, Sendable {
     package var usesDictionary: Bool { flags & RecordFlags.dictionary != 0 }
     /// Whether the key and payload are sealed, and a tag follows them.
     package var isEncrypted: Bool { flags & RecordFlags.encrypted != 0 }
+    /// The key bytes the record stores: all but the elided prefix.
+    package var storedKeyLength: Int { keyLength - elidedLength }
     /// Where the payload ends: the end of the record, or of its ciphertext.
-    package var payloadEnd: Int { headerLength + keyLength + storedLength }
-    /// Where the key is in the record's bytes (an encrypted record's once opened): every reader of a
-    /// record's key takes it from here.
-    package var keyRange: Range<Int> { headerLength..<(headerLength + keyLength) }
-    /// Where the stored payload is: right after the key, ``storedLength`` bytes.
-    package var payloadRange: Range<Int> { (headerLength + keyLength)..<payloadEnd }
+    package var payloadEnd: Int { headerLength + storedKeyLength + storedLength }
+    /// Where the stored key bytes are in the record's bytes (an encrypted record's once opened).
+    /// The whole key is the segment's prefix's first ``elidedLength`` bytes and these: readers take
+    /// it from ``withKey(in:prefix:_:)``.
+    package var storedKeyRange: Range<Int> { headerLength..<(headerLength + storedKeyLength) }
+    /// Where the stored payload is: right after the stored key, ``storedLength`` bytes.
+    package var payloadRange: Range<Int> { (headerLength + storedKeyLength)..<payloadEnd }
 
-    /// The key of the record whose bytes start at `record`.
-    package func key(in record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: record[keyRange]) }
+    /// Calls `body` with the key of the record whose bytes (its plain form) start at `record`, in
+    /// a segment whose key prefix is `prefix` (empty for none): the stored bytes themselves, or the
+    /// prefix's first ``elidedLength`` bytes and them, put together on the stack. The header was
+    /// parsed with that prefix's length, so the prefix holds the bytes elided.
+    @inline(__always)
+    package func withKey<R>(in record: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let stored = UnsafeRawBufferPointer(rebasing: record[storedKeyRange])
+        guard elidedLength > 0 else { return try body(stored) }
+        precondition(elidedLength <= prefix.count, "a record's elided key bytes are its segment's prefix's")
+        return try withUnsafeTemporaryAllocation(byteCount: keyLength, alignment: 1) { whole in
+            whole.copyMemory(from: UnsafeRawBufferPointer(rebasing: prefix[0..<elidedLength]))
+            UnsafeMutableRawBufferPointer(rebasing: whole[elidedLength...]).copyMemory(from: stored)
+            return try body(UnsafeRawBufferPointer(whole))
+        }
+    }
+
+    /// Whether the key of a record of this header whose stored key bytes are `stored`, in a segment
+    /// whose key prefix is `prefix`, is `key`, compared in place.
+    @inline(__always)
+    package func isKey(_ key: UnsafeRawBufferPointer, stored: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer) -> Bool {
+        guard key.count == keyLength else { return false }
+        guard elidedLength > 0 else { return stored.hasSameBytes(as: key) }
+        return UnsafeRawBufferPointer(rebasing: key[0..<elidedLength]).hasSameBytes(as: UnsafeRawBufferPointer(rebasing: prefix[0..<elidedLength]))
+            && UnsafeRawBufferPointer(rebasing: key[elidedLength...]).hasSameBytes(as: stored)
+    }
+
+    /// The key of the record at `record` (in a segment whose key prefix is `prefix`), appended to `bytes`.
+    package func appendKey(in record: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: prefix[0..<elidedLength]))
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[storedKeyRange]))
+    }
+
+    /// The key of the record at `record` (in a segment whose key prefix is `prefix`).
+    package func key(in record: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(keyLength)
+        appendKey(in: record, prefix: prefix, to: &bytes)
+        return bytes
+    }
     /// The whole record: header, key and payload, and an encrypted record's tag.
     package var recordLength: Int { payloadEnd + (isEncrypted ? FileCipher.tagLength : 0) }
 
@@ -66,16 +112,18 @@ package struct RecordHeader: Equatable, Sendable {
 
     /// Parses and validates the header at the start of `bytes` without checking the checksum.
     /// `bytes` may hold less than the whole record; lengths are checked against ``Limits`` first.
-    package static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
+    /// `keyPrefixLength`: the length of the key prefix the record's segment names (0 for none), the
+    /// most key bytes the record may elide.
+    package static func parse(_ bytes: UnsafeRawBufferPointer, keyPrefixLength: Int) -> Result<RecordHeader, Problem> {
         var problem: Problem?
-        guard let header = parse(bytes, explaining: true, problem: &problem) else { return .failure(problem!) }
+        guard let header = parse(bytes, keyPrefixLength: keyPrefixLength, explaining: true, problem: &problem) else { return .failure(problem!) }
         return .success(header)
     }
 
-    /// The one set of rules behind ``parse(_:)``. Sets `problem` only when `explaining`, so that a
+    /// The one set of rules behind ``parse(_:keyPrefixLength:)``. Sets `problem` only when `explaining`, so that a
     /// caller inlining it with `false` builds no message: it rejects exactly the same bytes.
     @inline(__always)
-    package static func parse(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+    package static func parse(_ bytes: UnsafeRawBufferPointer, keyPrefixLength: Int, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
         func fail(_ reason: @autoclosure () -> Problem) -> RecordHeader? {
             if explaining { problem = reason() }
             return nil
@@ -89,12 +137,26 @@ package struct RecordHeader: Equatable, Sendable {
         guard flags & RecordFlags.dictionary == 0 || flags & RecordFlags.lz4 != 0 else {
             return fail(.malformed("dictionary flag without the lz4 flag"))
         }
+        guard flags & RecordFlags.keyPrefix == 0 || flags & RecordFlags.encrypted == 0 else {
+            return fail(.malformed("key prefix flag on an encrypted record"))
+        }
         var offset = 6
         guard let seq = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "sequence number")) }
         guard seq >= 1, seq <= Limits.maxSeq else { return fail(.malformed("sequence number \(seq) outside 1...\(Limits.maxSeq)")) }
         guard let keyLength = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "key length")) }
         guard keyLength >= 1, keyLength <= UInt64(Limits.maxKeyLength) else {
             return fail(.malformed("key length \(keyLength) outside 1...\(Limits.maxKeyLength)"))
+        }
+        var elided: UInt64 = 0
+        if flags & RecordFlags.keyPrefix != 0 {
+            guard let count = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "elided key length")) }
+            guard count >= 1, count <= keyLength, count <= UInt64(keyPrefixLength) else {
+                return fail(.malformed(
+                    keyPrefixLength == 0
+                        ? "key prefix flag in a segment that names no key prefix"
+                        : "elided key length \(count) outside 1...\(min(keyLength, UInt64(keyPrefixLength))) (the key's length and the segment's prefix's)"))
+            }
+            elided = count
         }
         guard let valueLength = Varint.read(bytes, at: &offset) else { return fail(shortOrBad(bytes, offset, "value length")) }
         guard valueLength <= UInt64(Limits.maxValueLength) else {
@@ -118,7 +180,7 @@ package struct RecordHeader: Equatable, Sendable {
             offset += 8
         }
         return RecordHeader(
-            type: type, flags: flags, seq: seq, keyLength: Int(keyLength), valueLength: Int(valueLength),
+            type: type, flags: flags, seq: seq, keyLength: Int(keyLength), elidedLength: Int(elided), valueLength: Int(valueLength),
             storedLength: Int(storedLength), expiresAt: expiresAt, headerLength: offset)
     }
 
@@ -126,7 +188,7 @@ package struct RecordHeader: Equatable, Sendable {
     /// anything. Hint entries are held to the same shapes.
     package static func shapeProblem(type: RecordType, flags: UInt8, keyLength: Int, valueLength: Int) -> String? {
         switch type {
-        case .delete where valueLength != 0 || flags & ~(RecordFlags.batchMember | RecordFlags.encrypted) != 0:
+        case .delete where valueLength != 0 || flags & ~(RecordFlags.batchMember | RecordFlags.encrypted | RecordFlags.keyPrefix) != 0:
             "delete record carries a value, compression or an expiry"
         case .batch where keyLength != 8 || !(1...5).contains(valueLength) || flags & ~RecordFlags.encrypted != 0:
             "batch commit record must have an 8-byte key, a 1...5-byte raw value and no flags but the encrypted flag"
@@ -141,19 +203,20 @@ package struct RecordHeader: Equatable, Sendable {
     }
 
     /// Validates a whole record held in `bytes` (which starts at the record): header, length, checksum.
-    package static func validate(_ bytes: UnsafeRawBufferPointer) -> Result<RecordHeader, Problem> {
+    /// `keyPrefixLength` as for ``parse(_:keyPrefixLength:)``.
+    package static func validate(_ bytes: UnsafeRawBufferPointer, keyPrefixLength: Int) -> Result<RecordHeader, Problem> {
         var problem: Problem?
-        guard let header = validate(bytes, explaining: true, problem: &problem) else { return .failure(problem!) }
+        guard let header = validate(bytes, keyPrefixLength: keyPrefixLength, explaining: true, problem: &problem) else { return .failure(problem!) }
         return .success(header)
     }
 
-    /// The one set of checks behind ``validate(_:)``, as ``parse(_:explaining:problem:)`` is for the
+    /// The one set of checks behind ``validate(_:keyPrefixLength:)``, as ``parse(_:keyPrefixLength:explaining:problem:)`` is for the
     /// header. For a caller that chooses at run time whether it needs the reason (the read path,
     /// `CaskStore.checkRecord`); `problem` is set only when `explaining`, and the same bytes are
     /// rejected either way.
     @inline(__always)
-    package static func validate(_ bytes: UnsafeRawBufferPointer, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
-        guard let header = parse(bytes, explaining: explaining, problem: &problem) else { return nil }
+    package static func validate(_ bytes: UnsafeRawBufferPointer, keyPrefixLength: Int, explaining: Bool, problem: inout Problem?) -> RecordHeader? {
+        guard let header = parse(bytes, keyPrefixLength: keyPrefixLength, explaining: explaining, problem: &problem) else { return nil }
         guard bytes.count >= header.recordLength else {
             if explaining { problem = .truncated(needed: header.recordLength) }
             return nil

@@ -32,5 +32,9 @@ package enum RecordFlags {
     /// The key and payload are sealed with the segment's cipher (ciphertext of the same length) and
     /// followed by a 16-byte tag: every record of an encrypted segment, and only those.
     package static let encrypted: UInt8 = 0x10
-    package static let known: UInt8 = lz4 | expires | batchMember | dictionary | encrypted
+    /// The key's first bytes are the segment's key prefix (``SegmentHeader/keyPrefix``): a varint
+    /// after the key length says how many, and only the rest is stored. Only in a segment that
+    /// names a prefix, never with ``encrypted``.
+    package static let keyPrefix: UInt8 = 0x20
+    package static let known: UInt8 = lz4 | expires | batchMember | dictionary | encrypted | keyPrefix
 }

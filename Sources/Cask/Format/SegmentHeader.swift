@@ -1,16 +1,22 @@
-/// The header at the start of every segment file: 40 bytes, or 108 in an encrypted store. See
-/// FORMAT.md, "Segment files" and "Encryption".
+/// The header at the start of every segment file: 40 bytes, 46 plus its key prefix's in a segment
+/// that names one, or 108 in an encrypted store. See FORMAT.md, "Segment files" and "Encryption".
 ///
 /// ```
 ///  0  8 bytes  magic "CASKSEG\0"
-///  8  u16      format version: 1; 2 for a segment whose records may use a dictionary; 3 encrypted
-/// 10  u16      header length (40; 108 for version 3)
-/// 12  u32      version 1: reserved, zero; version 2: crc32c of the dictionary's content;
+///  8  u16      format version: 1; 2 for a segment whose records may use a dictionary; 3 encrypted;
+///              4 for a segment that names a key prefix (and perhaps a dictionary)
+/// 10  u16      header length (40; 108 for version 3; 46 + p for version 4)
+/// 12  u32      version 1: reserved, zero; versions 2 and 4: crc32c of the dictionary's content (4: 0 for none);
 ///              version 3: the algorithm (u16, as in ENCRYPTION) and a reserved u16, zero
 /// 16  u64      segment id (also in the file name)
 /// 24  u64      base sequence: every record written to this segment after creation has seq >= base
-/// 32  u32      version 1: reserved, zero; versions 2 and 3: the dictionary id (version 3: 0 for none)
-/// 36  u32      versions 1 and 2: crc32c of bytes 0 ..< 36, the end of the header
+/// 32  u32      version 1: reserved, zero; versions 2 to 4: the dictionary id (versions 3 and 4: 0 for none)
+/// 36  u32      versions 1, 2 and 4: crc32c of bytes 0 ..< 36, the end of the header but in version 4
+///              (where it makes a Cask that reads formats 1 and 2 refuse the segment as another version)
+/// version 4:
+/// 40  u16      key prefix length p, 1 ... 255
+/// 42  p bytes  the key prefix, which records flagged ``RecordFlags/keyPrefix`` elide
+/// 42+p u32     crc32c of bytes 0 ..< 42 + p
 /// version 3:
 /// 36  u32      reserved, zero
 /// 40  16 bytes store id (the store's ENCRYPTION file's)
@@ -25,12 +31,16 @@ package struct SegmentHeader: Equatable, Sendable {
     package static let length = 40
     /// The header of version 3 (encrypted).
     package static let encryptedLength = 108
+    /// The longest header: version 4 with the longest key prefix.
+    package static let maxLength = 46 + Limits.maxKeyPrefixLength
     /// The version of a segment without a dictionary; Cask still writes it for those.
     package static let versionWithoutDictionary: UInt16 = 1
     /// The version of a segment that names a dictionary.
     package static let versionWithDictionary: UInt16 = 2
     /// The version of every segment of an encrypted store.
     package static let versionEncrypted: UInt16 = 3
+    /// The version of a segment that names a key prefix (never in an encrypted store).
+    package static let versionWithKeyPrefix: UInt16 = 4
 
     package var segmentID: UInt64
     package var baseSeq: UInt64
@@ -43,6 +53,10 @@ package struct SegmentHeader: Equatable, Sendable {
     package var dictionaryChecksum: UInt32
     /// How an encrypted segment is sealed; nil for a segment of a store that is not encrypted.
     package var sealing: Sealing?
+    /// The bytes the keys of the segment's records flagged ``RecordFlags/keyPrefix`` start with
+    /// (they store only the rest): 0 to ``Limits/maxKeyPrefixLength`` bytes, none in an encrypted
+    /// segment.
+    package var keyPrefix: [UInt8]
 
     /// The fields of an encrypted segment's header (version 3).
     package struct Sealing: Equatable, Sendable {
@@ -62,21 +76,33 @@ package struct SegmentHeader: Equatable, Sendable {
         }
     }
 
-    package init(segmentID: UInt64, baseSeq: UInt64, dictionaryID: UInt32 = 0, dictionaryChecksum: UInt32 = 0, sealing: Sealing? = nil) {
+    package init(
+        segmentID: UInt64, baseSeq: UInt64, dictionaryID: UInt32 = 0, dictionaryChecksum: UInt32 = 0, sealing: Sealing? = nil,
+        keyPrefix: [UInt8] = []
+    ) {
+        precondition(keyPrefix.count <= Limits.maxKeyPrefixLength && (sealing == nil || keyPrefix.isEmpty), "a key prefix fits its header")
         self.segmentID = segmentID
         self.baseSeq = baseSeq
         self.dictionaryID = dictionaryID
         self.dictionaryChecksum = dictionaryID == 0 || sealing != nil ? 0 : dictionaryChecksum
         self.sealing = sealing
+        self.keyPrefix = keyPrefix
     }
 
     /// The version this header is written with.
     package var version: UInt16 {
-        sealing != nil ? Self.versionEncrypted : dictionaryID == 0 ? Self.versionWithoutDictionary : Self.versionWithDictionary
+        if sealing != nil { return Self.versionEncrypted }
+        if !keyPrefix.isEmpty { return Self.versionWithKeyPrefix }
+        return dictionaryID == 0 ? Self.versionWithoutDictionary : Self.versionWithDictionary
     }
 
     /// The header's length, where the segment's first record starts.
-    package var byteCount: Int { sealing != nil ? Self.encryptedLength : Self.length }
+    package var byteCount: Int { Self.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefix.count) }
+
+    /// The length of a header of an encrypted segment or not, naming a key prefix of `keyPrefixLength` bytes (0: none).
+    package static func byteCount(encrypted: Bool, keyPrefixLength: Int) -> Int {
+        encrypted ? encryptedLength : keyPrefixLength == 0 ? length : 46 + keyPrefixLength
+    }
 
     /// The header's bytes. An encrypted header (``sealing``) is authenticated with `cipher`, the
     /// segment's (the cipher of its salt).
@@ -94,6 +120,12 @@ package struct SegmentHeader: Equatable, Sendable {
         buffer.append(littleEndian: segmentID)
         buffer.append(littleEndian: baseSeq)
         buffer.append(littleEndian: dictionaryID)
+        if !keyPrefix.isEmpty {
+            let crc = buffer.withUnsafeBytes { CRC32C.checksum(of: $0) }
+            buffer.append(littleEndian: crc)
+            buffer.append(littleEndian: UInt16(keyPrefix.count))
+            keyPrefix.withUnsafeBytes { buffer.append($0) }
+        }
         if let sealing {
             precondition(cipher != nil, "an encrypted segment header is authenticated with the segment's cipher")
             buffer.append(littleEndian: UInt32(0))
@@ -117,8 +149,12 @@ package struct SegmentHeader: Equatable, Sendable {
         case badChecksum
         /// A valid checksum over a base seq no record could have.
         case baseSeqOutOfRange(UInt64)
-        /// A version 2 or 3 header whose dictionary id is above the id limit (0, in version 2).
+        /// A version 2 to 4 header whose dictionary id is above the id limit (0, in version 2).
         case dictionaryIDOutOfRange(UInt32)
+        /// A version 4 header with no dictionary id and a dictionary checksum.
+        case dictionaryChecksumWithoutDictionary
+        /// A version 4 header whose key prefix length is outside 1 ... 255.
+        case keyPrefixLengthOutOfRange(UInt16)
         /// A version 3 header with an algorithm this Cask does not know.
         case unknownAlgorithm(UInt16)
         /// An encrypted segment read without the store's key.
@@ -141,27 +177,43 @@ package struct SegmentHeader: Equatable, Sendable {
         guard bytes.prefix(8).elementsEqual(magic) else { return .failure(.badMagic) }
         let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
         if version == versionEncrypted { return decodeEncrypted(bytes, encryption: encryption) }
+        // Every version's first checksum is at 36; version 4's key prefix follows it, and a second.
         let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<36]))
         guard crc == bytes.readLittleEndian(at: 36, as: UInt32.self) else { return .failure(.badChecksum) }
-        guard version == versionWithoutDictionary || version == versionWithDictionary else {
+        guard version == versionWithoutDictionary || version == versionWithDictionary || version == versionWithKeyPrefix else {
             return .failure(.unsupportedVersion(version))
         }
+        var end = 36, prefixLength = 0
+        if version == versionWithKeyPrefix {
+            guard bytes.count >= 42 else { return .failure(.tooShort) }
+            let declared = bytes.readLittleEndian(at: 40, as: UInt16.self)
+            guard declared >= 1, Int(declared) <= Limits.maxKeyPrefixLength else { return .failure(.keyPrefixLengthOutOfRange(declared)) }
+            prefixLength = Int(declared)
+            end = 42 + prefixLength
+            guard bytes.count >= end + 4 else { return .failure(.tooShort) }
+            let prefixCRC = CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<end]))
+            guard prefixCRC == bytes.readLittleEndian(at: end, as: UInt32.self) else { return .failure(.badChecksum) }
+        }
         let headerLength = bytes.readLittleEndian(at: 10, as: UInt16.self)
-        guard headerLength == UInt16(length) else { return .failure(.unsupportedHeaderLength(headerLength)) }
+        guard headerLength == UInt16(end + 4) else { return .failure(.unsupportedHeaderLength(headerLength)) }
         let baseSeq = bytes.readLittleEndian(at: 24, as: UInt64.self)
         guard baseSeq <= Limits.maxSeq else { return .failure(.baseSeqOutOfRange(baseSeq)) }
         var dictionaryID: UInt32 = 0, dictionaryChecksum: UInt32 = 0
-        if version == versionWithDictionary {
+        if version != versionWithoutDictionary {
             dictionaryID = bytes.readLittleEndian(at: 32, as: UInt32.self)
             dictionaryChecksum = bytes.readLittleEndian(at: 12, as: UInt32.self)
-            guard dictionaryID >= 1, UInt64(dictionaryID) <= SegmentName.maxID else {
-                return .failure(.dictionaryIDOutOfRange(dictionaryID))
+            if version == versionWithKeyPrefix && dictionaryID == 0 {
+                guard dictionaryChecksum == 0 else { return .failure(.dictionaryChecksumWithoutDictionary) }
+            } else {
+                guard dictionaryID >= 1, UInt64(dictionaryID) <= SegmentName.maxID else {
+                    return .failure(.dictionaryIDOutOfRange(dictionaryID))
+                }
             }
         }
         // A valid header that is not encrypted, in an encrypted store: never read (anyone can write one).
         guard encryption == nil else { return .failure(.notEncrypted) }
         return .success((SegmentHeader(segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), baseSeq: baseSeq, dictionaryID: dictionaryID,
-            dictionaryChecksum: dictionaryChecksum), nil))
+            dictionaryChecksum: dictionaryChecksum, keyPrefix: prefixLength == 0 ? [] : Array(bytes[42..<(42 + prefixLength)])), nil))
     }
 
     private static func decodeEncrypted(_ bytes: UnsafeRawBufferPointer, encryption: StoreEncryption?) -> Result<(SegmentHeader, FileCipher?), Problem> {
@@ -201,7 +253,10 @@ extension SegmentHeader {
             return header.baseSeq
         }
         guard bytes.count >= length, bytes.prefix(8).elementsEqual(magic) else { return nil }
-        let headerLength = bytes.readLittleEndian(at: 8, as: UInt16.self) == versionEncrypted ? encryptedLength : length
+        let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
+        let prefixLength = version == versionWithKeyPrefix && bytes.count >= 42 ? Int(bytes.readLittleEndian(at: 40, as: UInt16.self)) : 0
+        guard prefixLength <= Limits.maxKeyPrefixLength, version != versionWithKeyPrefix || prefixLength >= 1 else { return nil }
+        let headerLength = version == versionEncrypted ? encryptedLength : version == versionWithKeyPrefix ? 46 + prefixLength : length
         guard bytes.count >= headerLength, bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
               CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<(headerLength - 4)])) == bytes.readLittleEndian(at: headerLength - 4, as: UInt32.self)
         else { return nil }
@@ -213,7 +268,7 @@ extension SegmentHeader {
     package static func readDeclaredBaseSeq(
         fd: Int32, path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
     ) throws(CaskError) -> UInt64? {
-        var bytes = [UInt8](repeating: 0, count: encryptedLength)
+        var bytes = [UInt8](repeating: 0, count: maxLength)
         let count: Int
         do {
             count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
@@ -228,7 +283,7 @@ extension SegmentHeader {
     package static func read(
         fd: Int32, path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
     ) throws(CaskError) -> Result<(SegmentHeader, FileCipher?), Problem> {
-        var bytes = [UInt8](repeating: 0, count: encryptedLength)
+        var bytes = [UInt8](repeating: 0, count: maxLength)
         let count: Int
         do {
             count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
@@ -245,12 +300,14 @@ extension SegmentHeader.Problem {
         switch self {
         case .tooShort: "the file is shorter than its header"
         case .badMagic: "bad magic number (not a Cask segment)"
-        case .unsupportedVersion(let version): "format version \(version) (this Cask reads formats 1, 2 and 3)"
+        case .unsupportedVersion(let version): "format version \(version) (this Cask reads formats 1 to 4)"
         case .unsupportedHeaderLength(let headerLength):
-            "segment header length \(headerLength), not the \(SegmentHeader.length) bytes of formats 1 and 2 or the \(SegmentHeader.encryptedLength) of format 3 (written by another version of Cask?)"
+            "segment header length \(headerLength), not the \(SegmentHeader.length) bytes of formats 1 and 2, the \(SegmentHeader.encryptedLength) of format 3 or 46 plus the key prefix's of format 4 (written by another version of Cask?)"
         case .badChecksum: "header checksum mismatch"
         case .baseSeqOutOfRange(let baseSeq): "base seq \(baseSeq) is above \(Limits.maxSeq)"
         case .dictionaryIDOutOfRange(let id): "dictionary id \(id) is outside 1...\(SegmentName.maxID)"
+        case .dictionaryChecksumWithoutDictionary: "a dictionary checksum without a dictionary id"
+        case .keyPrefixLengthOutOfRange(let length): "key prefix length \(length) is outside 1...\(Limits.maxKeyPrefixLength)"
         case .unknownAlgorithm(let code): "encryption algorithm \(code) (this Cask knows 1 and 2)"
         case .keyRequired: "the segment is encrypted and no key was given"
         case .notEncrypted: "the segment is not encrypted, in an encrypted store: its records are not read"

@@ -30,15 +30,17 @@ extension CaskStore {
         let listing = try StoreDirectory(listing: directory, encryption: storeEncryption, fileSystem: fileSystem)
         for id in segment.map({ [$0] }) ?? listing.segmentIDs {
             let path = listing.segmentPath(id)
+            var keyPrefix: [UInt8] = []
             let outcome = try SegmentReader.read(
                 segment: id, of: listing, encryption: storeEncryption, fileSystem: fileSystem,
-                onOpen: { length, header in
+                onOpen: { length, header, recordKeyPrefix in
+                    keyPrefix = recordKeyPrefix
                     visit(.segment(InspectedSegment(
                         id: id, file: path, bytes: length, baseSeq: header?.baseSeq,
-                        dictionaryID: header.flatMap { $0.dictionaryID == 0 ? nil : $0.dictionaryID })))
+                        dictionaryID: header.flatMap { $0.dictionaryID == 0 ? nil : $0.dictionaryID }, keyPrefix: recordKeyPrefix)))
                 },
                 onRecord: { offset, header, bytes in
-                    let key = Array(bytes[header.keyRange])
+                    let key = keyPrefix.withUnsafeBytes { header.key(in: bytes, prefix: $0) }
                     var committed: Range<UInt64>?
                     if header.type == .batch {
                         let first = key.withBytes { BatchAssembler.firstSeq(ofCommitKey: $0) }
@@ -48,7 +50,7 @@ extension CaskStore {
                         segmentID: id, offset: offset, bytes: header.recordLength, type: header.type, seq: header.seq, key: key,
                         valueBytes: header.valueLength, storedBytes: header.storedLength, isCompressed: header.isCompressed,
                         usesDictionary: header.usesDictionary, isBatchMember: header.flags & RecordFlags.batchMember != 0,
-                        expiresAtMilliseconds: header.expiresAt, committedSeqs: committed)))
+                        elidedKeyBytes: header.elidedLength, expiresAtMilliseconds: header.expiresAt, committedSeqs: committed)))
                 },
                 onDamage: { damage in
                     visit(.damage(damage))

@@ -7,8 +7,11 @@ public struct InspectedSegment: Sendable, Equatable {
     public var bytes: Int64
     /// The header's base sequence number, or nil when the header is invalid (reported as damage).
     public var baseSeq: UInt64?
-    /// The dictionary the header names (a version 2 segment), nil for none.
+    /// The dictionary the header names (a version 2 or 4 segment), nil for none.
     public var dictionaryID: UInt32?
+    /// The key prefix the segment's records are read with (a version 4 header's, or behind a
+    /// damaged header its hint's), empty for none.
+    public var keyPrefix: [UInt8] = []
 }
 
 /// One valid record as it is on disk (FORMAT.md, "Records"), without its value.
@@ -32,6 +35,8 @@ public struct InspectedRecord: Sendable, Equatable {
     public var usesDictionary = false
     /// Whether the record belongs to the atomic batch committed by a later batch-commit record.
     public var isBatchMember: Bool
+    /// How many of the key's first bytes are the segment's key prefix's, not stored (0: the key is whole).
+    public var elidedKeyBytes = 0
     /// The expiry time (milliseconds since 1970-01-01 UTC) of a put that has one.
     public var expiresAtMilliseconds: UInt64?
     /// For a batch-commit record, the seqs of the members it commits (`first ..< seq`); else nil.

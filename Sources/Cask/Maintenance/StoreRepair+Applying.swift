@@ -5,6 +5,9 @@ import Foundation
 
 /// Applying a plan: each step durable before the next.
 extension StoreRepair {
+    /// The key prefix of an encrypted store's segments: none.
+    static var noKeyPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: nil, count: 0) }
+
     // MARK: Applying
 
     func apply(_ plan: inout Plan, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
@@ -122,10 +125,12 @@ extension StoreRepair {
                         position += length
                     case .bytes(let bytes):
                         var record = ByteBuffer(capacity: bytes.count + FileCipher.tagLength)
-                        if let newCipher, case .success(let parsed) = bytes.withBytes({ RecordHeader.parse($0) }) {
+                        // An encrypted store's segments name no key prefix.
+                        if let newCipher, case .success(let parsed) = bytes.withBytes({ RecordHeader.parse($0, keyPrefixLength: 0) }) {
                             _ = bytes.withBytes { plain in
                                 RecordEncoder.appendRecord(
-                                    plain: plain, header: parsed, clearingBatchMember: false, cipher: newCipher, offset: position, to: &record)
+                                    plain: plain, header: parsed, clearingBatchMember: false, cipher: newCipher, offset: position,
+                                    keyPrefix: (Self.noKeyPrefix, Self.noKeyPrefix), to: &record)
                             }
                         } else {
                             bytes.withBytes { record.append($0) }
@@ -169,7 +174,7 @@ extension StoreRepair {
         while at < source.count {
             let ok = source.withUnsafeBytes { raw -> Bool in
                 let rest = UnsafeRawBufferPointer(rebasing: raw[at...])
-                guard case .success(let header) = RecordHeader.validate(rest), header.isEncrypted else { return false }
+                guard case .success(let header) = RecordHeader.validate(rest, keyPrefixLength: 0), header.isEncrypted else { return false }
                 plain.count = 0
                 var authentic = false
                 plain.appendWithUnsafeSpace(header.payloadEnd) { space in
@@ -184,7 +189,7 @@ extension StoreRepair {
                 _ = plain.withUnsafeBytes { plainBytes in
                     RecordEncoder.appendRecord(
                         plain: plainBytes, header: header, clearingBatchMember: false, cipher: newCipher,
-                        offset: position + Int64(output.count), to: &output)
+                        offset: position + Int64(output.count), keyPrefix: (Self.noKeyPrefix, Self.noKeyPrefix), to: &output)
                 }
                 at += header.recordLength
                 return true
@@ -210,7 +215,8 @@ extension StoreRepair {
         var reader = SegmentReader(
             fd: fd, id: id, path: segmentPath, length: length, isActive: false, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
         _ = try? reader.readHeader()
-        let file = SegmentFile(id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, sealing: reader.sealing)
+        let file = SegmentFile(
+            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, sealing: reader.sealing, keyPrefix: reader.keyPrefix)
         switch try HintWriter.write(for: file, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem) {
         case .written:
             return try size(of: SegmentName.hint(id))

@@ -32,7 +32,7 @@ extension StoreRepair {
         }
         var lost = segment.suspected
         for entry in segment.hinted {
-            if let bytes = Self.rebuild(entry, sealed: encryption != nil) {
+            if let bytes = Self.rebuild(entry, sealed: encryption != nil, keyPrefix: segment.keyPrefix) {
                 items.append(Item(offset: entry.offset, length: entry.length, type: entry.type, flags: entry.flags, seq: entry.seq,
                                   batchFirstSeq: entry.type == .batch ? Self.littleEndian(entry.key) : 0, batchCount: nil, rebuilt: bytes))
             } else {
@@ -75,7 +75,7 @@ extension StoreRepair {
         switch segment.header {
         case .success(let decoded):
             header = SegmentHeader(segmentID: segment.id, baseSeq: decoded.baseSeq, dictionaryID: decoded.dictionaryID,
-                dictionaryChecksum: decoded.dictionaryChecksum, sealing: decoded.sealing)
+                dictionaryChecksum: decoded.dictionaryChecksum, sealing: decoded.sealing, keyPrefix: decoded.keyPrefix)
             if decoded.segmentID != segment.id {
                 headerProblem = "its header names segment \(decoded.segmentID)"
             }
@@ -85,7 +85,10 @@ extension StoreRepair {
             let sealing = encryption.map {
                 SegmentHeader.Sealing(algorithm: $0.algorithm, storeID: $0.storeID, salt: FileCipher.randomSalt(), dictionarySalt: nil)
             }
-            header = SegmentHeader(segmentID: segment.id, baseSeq: min(lowest ?? nextSeq, Limits.maxSeq), sealing: sealing)
+            // The key prefix the records were read with: the one the segment's hint holds.
+            header = SegmentHeader(
+                segmentID: segment.id, baseSeq: min(lowest ?? nextSeq, Limits.maxSeq), sealing: sealing,
+                keyPrefix: encryption == nil ? segment.keyPrefix : [])
             headerProblem = segment.headerReason ?? "invalid segment header (\(problem.explanation))"
         }
 
@@ -188,7 +191,8 @@ extension StoreRepair {
 
     /// The bytes of a record a hint entry describes completely — a delete or a batch commit — or nil.
     /// `sealed` (an encrypted store's entry): its plain form, which the rewrite seals at its place.
-    static func rebuild(_ entry: HintedRecord, sealed: Bool) -> [UInt8]? {
+    /// `keyPrefix`: the key prefix the segment's header names, which the record's key may elide.
+    static func rebuild(_ entry: HintedRecord, sealed: Bool, keyPrefix: [UInt8]) -> [UInt8]? {
         var value: [UInt8] = []
         switch entry.type {
         case .put:
@@ -209,14 +213,16 @@ extension StoreRepair {
         var buffer = ByteBuffer(capacity: Limits.maxRecordOverhead + entry.key.count + value.count)
         entry.key.withBytes { key in
             value.withBytes { value in
-                _ = RecordEncoder().append(
-                    type: entry.type, seq: entry.seq, key: key, value: value, expiresAt: nil,
-                    batchMember: entry.flags & RecordFlags.batchMember != 0, to: &buffer)
+                keyPrefix.withBytes { keyPrefix in
+                    _ = RecordEncoder().append(
+                        type: entry.type, seq: entry.seq, key: key, value: value, expiresAt: nil,
+                        batchMember: entry.flags & RecordFlags.batchMember != 0, keyPrefix: keyPrefix, to: &buffer)
+                }
             }
         }
         let bytes = buffer.copyBytes()
         guard Int64(bytes.count + (sealed ? FileCipher.tagLength : 0)) == entry.length,
-              case .success(let header) = bytes.withBytes({ RecordHeader.validate($0) }),
+              case .success(let header) = bytes.withBytes({ RecordHeader.validate($0, keyPrefixLength: keyPrefix.count) }),
               header.type == entry.type, header.flags | (sealed ? RecordFlags.encrypted : 0) == entry.flags, header.seq == entry.seq
         else { return nil }
         return bytes

@@ -44,6 +44,9 @@ extension StoreRepair {
         var records: [ScannedRecord] = []
         var corrupt: [DamagedRange] = []
         var hasHint: Bool
+        /// The key prefix the segment's records were read with: its header's, or behind a damaged
+        /// header the one its hint file holds (which a header written anew keeps).
+        var keyPrefix: [UInt8] = []
         /// Nil when the hint file is valid and agrees with the segment record for record.
         var hintProblem: String?
         /// Entries of a hint file that agrees with every intact record, for records inside damaged ranges.
@@ -65,19 +68,22 @@ extension StoreRepair {
         var dictionary = SegmentDictionary.none
         let start = meter.done
         var hintSealing: HintFile.Sealing?
+        var keyPrefix: [UInt8] = []
         let read = try SegmentReader.read(
             segment: id, of: listing, lockHeld: lockHeld, encryption: encryption, fileSystem: fileSystem,
-            onOpen: { length, header in
+            onOpen: { length, header, recordKeyPrefix in
                 analysis.length = length
                 if let header { analysis.header = .success(header) }
+                keyPrefix = recordKeyPrefix
+                analysis.keyPrefix = recordKeyPrefix
                 dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
                 if let encryption, let salt = header?.sealing?.salt { hintSealing = HintFile.Sealing(encryption: encryption, segmentSalt: salt) }
             },
             onRecord: { offset, header, bytes in
-                let key = bytes[header.keyRange]
+                let key = keyPrefix.withUnsafeBytes { header.key(in: bytes, prefix: $0) }
                 records.append(ScannedRecord(
                     offset: offset, length: Int64(header.recordLength), type: header.type, flags: header.flags, seq: header.seq,
-                    valueLength: header.valueLength, expiresAt: header.expiresAt, key: Array(key),
+                    valueLength: header.valueLength, expiresAt: header.expiresAt, key: key,
                     batchFirstSeq: header.type == .batch ? Self.littleEndian(key) : 0,
                     batchCount: header.type == .batch ? SegmentReader.memberCount(ofCommit: header, bytes) ?? 0 : 0,
                     payloadProblem: StoreVerifier.payloadProblem(header, bytes, dictionary: dictionary)))
@@ -113,7 +119,9 @@ extension StoreRepair {
         }
         for range in analysis.corrupt where range.kind == .record && !analysis.hinted.contains(where: { range.contains($0.offset) }) {
             if range.offset >= analysis.length { continue }  // A lost tail: the hint names what it held.
-            if let suspect = try suspectedRecord(in: range, fd: file.descriptor, path: segmentPath) { analysis.suspected.append(suspect) }
+            if let suspect = try suspectedRecord(in: range, fd: file.descriptor, path: segmentPath, keyPrefix: keyPrefix) {
+                analysis.suspected.append(suspect)
+            }
         }
         return analysis
     }
@@ -135,7 +143,10 @@ extension StoreRepair {
             analysis.hintProblem = invalid.reason
             return
         }
-        guard var check = bytes.withUnsafeBytes({ HintCheck(hint: $0, segmentID: analysis.id, segmentLength: analysis.length, sealing: sealing) }) else {
+        let keyPrefix = (try? analysis.header.get())?.keyPrefix
+        guard var check = bytes.withUnsafeBytes({
+            HintCheck(hint: $0, segmentID: analysis.id, segmentLength: analysis.length, sealing: sealing, keyPrefix: keyPrefix)
+        }) else {
             analysis.hintProblem = bytes.withUnsafeBytes {
                 SegmentReader.refusal(of: $0, segmentID: analysis.id, segmentLength: analysis.length, sealing: sealing)
             }
@@ -164,17 +175,20 @@ extension StoreRepair {
     /// The record a damaged range seems to start with, when its header still parses (unverified:
     /// any field may be damaged). In an encrypted store, nil: its key is sealed, and cannot be
     /// read from bytes that do not authenticate.
-    func suspectedRecord(in range: DamagedRange, fd: Int32, path segmentPath: String) throws(CaskError) -> RepairReport.LostRecord? {
+    /// `keyPrefix`: the key prefix the segment's header names, which the record's key may elide.
+    func suspectedRecord(
+        in range: DamagedRange, fd: Int32, path segmentPath: String, keyPrefix: [UInt8]
+    ) throws(CaskError) -> RepairReport.LostRecord? {
         if encryption != nil { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(min(range.length, Int64(Limits.maxRecordHeaderLength + Limits.maxKeyLength))))
         let read: Int
         do { read = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: range.offset) } } catch {
             throw CaskError.io(operation: "pread", path: segmentPath, errno: error)
         }
-        guard case .success(let header) = bytes.withBytes({ RecordHeader.parse($0) }),
-              header.type != .batch, header.keyRange.upperBound <= read else { return nil }
+        guard case .success(let header) = bytes.withBytes({ RecordHeader.parse($0, keyPrefixLength: keyPrefix.count) }),
+              header.type != .batch, header.storedKeyRange.upperBound <= read else { return nil }
         return RepairReport.LostRecord(
             file: segmentPath, offset: range.offset, type: header.type, seq: header.seq,
-            key: Array(bytes[header.keyRange]), verified: false)
+            key: bytes.withBytes { record in keyPrefix.withBytes { header.key(in: record, prefix: $0) } }, verified: false)
     }
 }

@@ -100,10 +100,12 @@ package struct StoreVerifier {
         var hint: HintCheck?
         var invalidHint: InvalidHint?
         var dictionary = SegmentDictionary.none
+        var keyPrefix: [UInt8] = []
         let read = try SegmentReader.read(
             segment: id, of: listing, encryption: encryption, fileSystem: fileSystem,
-            onOpen: { length, header in
+            onOpen: { length, header, recordKeyPrefix in
                 segment.bytes = length
+                keyPrefix = recordKeyPrefix
                 dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
                 guard listing.hintedIDs.contains(id) else { return }
                 let sealing = encryption.flatMap { encryption in
@@ -115,7 +117,9 @@ package struct StoreVerifier {
                 }
                 switch SegmentReader.readHint(of: id, segmentLength: length, at: hintPath, sealing: sealing, fileSystem: fileSystem) {
                 case .read(let bytes):
-                    hint = bytes.withUnsafeBytes { HintCheck(hint: $0, segmentID: id, segmentLength: length, sealing: sealing) }
+                    hint = bytes.withUnsafeBytes {
+                        HintCheck(hint: $0, segmentID: id, segmentLength: length, sealing: sealing, keyPrefix: header?.keyPrefix)
+                    }
                     if hint == nil {
                         let reason = bytes.withUnsafeBytes { SegmentReader.refusal(of: $0, segmentID: id, segmentLength: length, sealing: sealing) }
                         invalidHint = InvalidHint(file: hintPath, segmentID: id, reason: reason)
@@ -130,7 +134,7 @@ package struct StoreVerifier {
                     damage.append(DamagedRange(
                         kind: .record, file: segmentPath, segmentID: id, offset: offset, length: Int64(header.recordLength), reason: reason))
                 }
-                hint?.check(offset: offset, header: header, record: bytes)
+                keyPrefix.withUnsafeBytes { hint?.check(offset: offset, header: header, record: bytes, keyPrefix: $0) }
                 progress(offset + Int64(header.recordLength))
             })
         guard let outcome = read else { return }  // Removed since the directory was listed (compaction).

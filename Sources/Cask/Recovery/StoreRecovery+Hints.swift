@@ -6,16 +6,18 @@ import Glibc
 extension StoreRecovery {
     enum HintLoad {
         /// Applied; the segment bytes it covers, where its last entry that is not a batch member ends,
-        /// and the incomplete batches it lists (damage, as a read of the records would find).
-        case applied(covered: Int64, settled: Int64, damage: [DamagedRange])
+        /// the incomplete batches it lists (damage, as a read of the records would find), and the key
+        /// prefix it holds (the segment header's).
+        case applied(covered: Int64, settled: Int64, damage: [DamagedRange], keyPrefix: [UInt8])
         /// Unusable, and why; the segment is read in full instead. `lostTail`: the hint describes
         /// more than the segment holds.
         case invalid(InvalidHint, lostTail: DamagedRange?)
     }
 
-    /// Applies a hint file, or says why it cannot be used. `sealing`: an encrypted store's, for the segment.
+    /// Applies a hint file, or says why it cannot be used. `sealing`: an encrypted store's, for the
+    /// segment; `keyPrefix`: the key prefix its header names, nil when the header is damaged.
     func loadHint(
-        id: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?, into result: inout Result, stats: inout SegmentStats,
+        id: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?, keyPrefix: [UInt8]?, into result: inout Result, stats: inout SegmentStats,
         batch: inout BatchAssembler
     ) -> HintLoad {
         let hintPath = path(SegmentName.hint(id)), segmentPath = path(SegmentName.segment(id))
@@ -38,7 +40,7 @@ extension StoreRecovery {
             if let entries = Self.declaredEntries(raw, segmentLength: segmentLength) {
                 result.index.reserve(result.index.count + entries)
             }
-            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: sealing) { entry in
+            let outcome = HintFile.apply(raw, segmentID: id, segmentLength: segmentLength, sealing: sealing, keyPrefix: keyPrefix) { entry in
                 let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(entry.offset), length: UInt32(entry.recordLength))
                 Self.count(seq: entry.seq, valueLength: entry.valueLength, into: &result, stats: &loaded)
                 if entry.flags & RecordFlags.batchMember == 0 { settled = entry.offset + Int64(entry.recordLength) }
@@ -75,11 +77,11 @@ extension StoreRecovery {
             }
         case .inconsistent:
             result.inconsistentHint = id
-            return .applied(covered: 0, settled: 0, damage: [])
+            return .applied(covered: 0, settled: 0, damage: [], keyPrefix: [])
         case .applied(let summary):
             stats = loaded
             batch = loadedBatch
-            return .applied(covered: summary.coveredLength, settled: settled, damage: incomplete)
+            return .applied(covered: summary.coveredLength, settled: settled, damage: incomplete, keyPrefix: summary.keyPrefix)
         }
     }
 }

@@ -231,9 +231,6 @@ package struct StoreRecovery {
         let dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
         // The active segment may go on growing: map it at its maximum size.
         let mapLength = !mapReads ? 0 : Int(keepOpenForWriting ? max(length, maxSegmentSize) : length)
-        let file = SegmentFile(
-            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
-            writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary, sealing: reader.sealing)
         var stats = SegmentStats(id: id)
         stats.dictionaryID = dictionary.id == 0 ? nil : dictionary.id
         stats.sealed = !isActive
@@ -250,10 +247,18 @@ package struct StoreRecovery {
         // A hint names its segment itself: it is used behind a damaged header too, but for an
         // encrypted store's, which names it by the salt in the header.
         if hasHint && (encryption == nil || reader.sealing != nil) {
-            switch loadHint(id: id, segmentLength: length, sealing: reader.hintSealing, into: &result, stats: &stats, batch: &batch) {
-            case .applied(let covered, let settledByHint, let damage):
+            switch loadHint(
+                id: id, segmentLength: length, sealing: reader.hintSealing, keyPrefix: header.map { $0.keyPrefix }, into: &result, stats: &stats,
+                batch: &batch) {
+            case .applied(let covered, let settledByHint, let damage, let keyPrefix):
                 hintDamage = damage
-                if result.inconsistentHint != nil { return }
+                if result.inconsistentHint != nil {
+                    fileSystem.close(fd)
+                    return
+                }
+                // Behind a damaged header, the key prefix the hint holds rebuilds the keys of the
+                // records that elide it.
+                if header == nil { reader.takeKeyPrefix(fromHint: keyPrefix) }
                 scanFrom = covered
                 settled = settledByHint
                 hintCovers = covered
@@ -268,10 +273,16 @@ package struct StoreRecovery {
             }
         }
 
+        let file = SegmentFile(
+            id: id, path: segmentPath, fd: fd, length: length, fileSystem: fileSystem, mapLength: mapLength,
+            writable: keepOpenForWriting && mapWrites, hugePages: hugePages, dictionary: dictionary, sealing: reader.sealing,
+            keyPrefix: reader.keyPrefix)
+
         // The records the hint does not cover. Their keys land at random in the index, as a hint's
         // do: they are applied a few records behind, their lines prefetched meanwhile.
         let pending = PendingIndexUpdates(index: result.index)
         var tailMembers: [Int64] = []
+        let keyPrefix = file.keyPrefixBytes  // the file outlives the scan
         let outcome = try reader.readRecords(
             from: min(scanFrom, length), settled: settled, batch: &batch,
             onRecord: { offset, header, bytes in
@@ -282,10 +293,11 @@ package struct StoreRecovery {
                     return
                 }
                 guard header.type != .batch else { return }
-                let key = header.key(in: bytes)
-                Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
-                           location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                           into: &result, stats: &stats, pending: pending)
+                header.withKey(in: bytes, prefix: keyPrefix) { key in
+                    Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
+                               location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
+                               into: &result, stats: &stats, pending: pending)
+                }
             },
             onBatch: { members in
                 for member in members {

@@ -85,7 +85,7 @@ struct StoreRefresh {
             let dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
             let file = SegmentFile(
                 id: id, path: segmentPath, fd: opened.take(), length: length, fileSystem: fileSystem, mapLength: mapReads ? Int(length) : 0,
-                writable: false, hugePages: false, dictionary: dictionary, sealing: reader.sealing)
+                writable: false, hugePages: false, dictionary: dictionary, sealing: reader.sealing, keyPrefix: reader.keyPrefix)
             var stats = SegmentStats(id: id)
             stats.headerBytes = reader.contentStart
             stats.fileBytes = reader.contentStart
@@ -116,7 +116,7 @@ struct StoreRefresh {
             from: start, settled: start, batch: &batch,
             onRecord: { offset, header, bytes in
                 guard header.flags & RecordFlags.batchMember == 0 else { return }
-                let key = Array(bytes[header.keyRange])
+                let key = header.key(in: bytes, prefix: file.keyPrefixBytes)
                 records.append(Record(
                     key: key, type: header.type, seq: header.seq, valueLength: header.valueLength, expiresAt: header.expiresAt,
                     location: RecordLocation(segmentID: id, offset: UInt32(offset), length: UInt32(header.recordLength))))

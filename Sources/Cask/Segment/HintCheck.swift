@@ -69,14 +69,17 @@ package struct HintCheck {
     /// The entries of `hint`, the bytes of segment `segmentID`'s hint file, for a segment of
     /// `segmentLength` bytes — or nil when ``HintFile`` refuses them (``SegmentReader/refusal(of:segmentID:segmentLength:)``
     /// says why). Entries past the segment's end are kept when the hint's header declares them.
-    /// `sealing`: an encrypted store's, for the segment.
-    package init?(hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?) {
+    /// `sealing`: an encrypted store's, for the segment; `keyPrefix`: the key prefix the segment's
+    /// header names (empty for none), nil when the header is damaged.
+    package init?(hint: UnsafeRawBufferPointer, segmentID: UInt64, segmentLength: Int64, sealing: HintFile.Sealing?, keyPrefix: [UInt8]?) {
         // Capped as ``SegmentReader/declaredLength(ofHint:segmentID:sealing:)`` caps it: no segment is longer.
         let declared = min(
             HintFile.declaredSummary(hint, sealing: sealing).flatMap { $0.segmentID == segmentID ? $0.coveredLength : nil } ?? 0, Int64(UInt32.max))
         var entries: [Entry] = []
         var keys: [UInt8] = []
-        let summary = HintFile.forEachEntry(in: hint, segmentID: segmentID, segmentLength: max(segmentLength, declared), sealing: sealing) { entry in
+        let summary = HintFile.forEachEntry(
+            in: hint, segmentID: segmentID, segmentLength: max(segmentLength, declared), sealing: sealing, keyPrefix: keyPrefix
+        ) { entry in
             let start = keys.count
             keys.append(contentsOf: entry.key)
             entries.append(Entry(
@@ -123,12 +126,13 @@ package struct HintCheck {
     }
 
     /// ``check(offset:type:flags:seq:recordLength:valueLength:expiresAt:key:)`` for a record read
-    /// whole: its header and bytes.
-    package mutating func check(offset: Int64, header: RecordHeader, record: UnsafeRawBufferPointer) {
-        check(
-            offset: offset, type: header.type, flags: header.flags, seq: header.seq, recordLength: header.recordLength,
-            valueLength: header.valueLength, expiresAt: header.expiresAt,
-            key: header.key(in: record))
+    /// whole: its header and bytes, in a segment whose key prefix is `keyPrefix`.
+    package mutating func check(offset: Int64, header: RecordHeader, record: UnsafeRawBufferPointer, keyPrefix: UnsafeRawBufferPointer) {
+        header.withKey(in: record, prefix: keyPrefix) { key in
+            check(
+                offset: offset, type: header.type, flags: header.flags, seq: header.seq, recordLength: header.recordLength,
+                valueLength: header.valueLength, expiresAt: header.expiresAt, key: key)
+        }
     }
 
     /// After the read: the verdict, given the segment's damaged ranges and its length.

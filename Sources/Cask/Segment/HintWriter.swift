@@ -16,11 +16,12 @@ package enum HintWriter {
     ) throws(CaskError) -> Outcome {
         // Sealed: its end is final, and any bytes that are not records are damage.
         var reader = SegmentReader(file: file, length: length, isActive: false, lockHeld: true, encryption: encryption, fileSystem: fileSystem)
-        var encoder = HintFile.Encoder(segmentID: file.id, sealing: reader.hintSealing)
+        var encoder = HintFile.Encoder(segmentID: file.id, keyPrefix: file.keyPrefix, sealing: reader.hintSealing)
+        let keyPrefix = file.keyPrefixBytes  // the file outlives the scan
         var entries = 0
         var batch = BatchAssembler()
         let outcome = try reader.readRecords(from: file.contentStart, batch: &batch, onRecord: { _, header, bytes in
-            encoder.add(header, key: header.key(in: bytes))
+            header.withKey(in: bytes, prefix: keyPrefix) { encoder.add(header, key: $0) }
             entries += 1
         })
         // Reserved zeros at its end (a crash can leave them after a sealed segment) are no record and

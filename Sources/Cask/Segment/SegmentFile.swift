@@ -39,8 +39,24 @@ package final class SegmentFile: @unchecked Sendable {
     /// An encrypted segment's cipher (its records are sealed with it) and salt; nil in a store that
     /// is not encrypted.
     package let sealing: SegmentSealing?
+    /// The key prefix the segment's header names (empty for none), which the keys of its records
+    /// flagged ``RecordFlags/keyPrefix`` start with.
+    package let keyPrefix: [UInt8]
+    /// The key prefix's length and then its bytes, at an address that lives as long as the file
+    /// object: what readers without a reference to it use (``SegmentTable``); nil for none.
+    package let keyPrefixRecord: UnsafeRawPointer?
     /// Where the records start: the end of the header.
-    package var contentStart: Int64 { Int64(sealing == nil ? SegmentHeader.length : SegmentHeader.encryptedLength) }
+    package var contentStart: Int64 { Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefix.count)) }
+
+    /// The key prefix's bytes (empty for none), valid while the file object lives.
+    package var keyPrefixBytes: UnsafeRawBufferPointer { Self.keyPrefix(at: keyPrefixRecord) }
+
+    /// The bytes of the key prefix stored at `record` (``keyPrefixRecord``); empty for nil.
+    @inline(__always)
+    package static func keyPrefix(at record: UnsafeRawPointer?) -> UnsafeRawBufferPointer {
+        guard let record else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: record + 1, count: Int(record.load(as: UInt8.self)))
+    }
 
     /// `mapLength`: bytes to map (0 for none); a failed mapping falls back to `pread`. `writable`:
     /// map for writing too (`fd` must be open for reading and writing); if that fails the mapping
@@ -48,11 +64,21 @@ package final class SegmentFile: @unchecked Sendable {
     /// mapping (see ``StoreWriter``).
     package init(
         id: UInt64, path: String, fd: Int32, length: Int64, fileSystem: any FileSystem, mapLength: Int = 0, writable: Bool = false,
-        hugePages: Bool = false, dictionary: SegmentDictionary = .none, sealing: SegmentSealing? = nil
+        hugePages: Bool = false, dictionary: SegmentDictionary = .none, sealing: SegmentSealing? = nil, keyPrefix: [UInt8] = []
     ) {
+        precondition(keyPrefix.count <= Limits.maxKeyPrefixLength, "a key prefix fits its header")
         self.id = id
         self.dictionary = dictionary
         self.sealing = sealing
+        self.keyPrefix = keyPrefix
+        if keyPrefix.isEmpty {
+            keyPrefixRecord = nil
+        } else {
+            let record = UnsafeMutableRawPointer.allocate(byteCount: keyPrefix.count + 1, alignment: 1)
+            record.storeBytes(of: UInt8(keyPrefix.count), as: UInt8.self)
+            keyPrefix.withUnsafeBytes { (record + 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            keyPrefixRecord = UnsafeRawPointer(record)
+        }
         self.path = path
         self.fd = fd
         self.fileSystem = fileSystem
@@ -76,6 +102,7 @@ package final class SegmentFile: @unchecked Sendable {
     }
 
     deinit {
+        keyPrefixRecord?.deallocate()
         if let mapping { fileSystem.unmap(mapping, length: mappedLength) }
         fileSystem.close(fd)
     }

@@ -4,7 +4,9 @@ import Glibc
 
 extension SegmentReader {
     /// Opens segment `id` of `directory` read-only and reads it whole: `onOpen` gets the file's
-    /// length and its header (nil when invalid) first, then `onRecord` each valid record and
+    /// length, its header (nil when invalid) and the key prefix its records are read with (the
+    /// header's; behind a damaged one, the one the segment's hint file holds, if its header's
+    /// checksum holds) first, then `onRecord` each valid record and
     /// `onDamage` each damaged range, in file order as far as they can be known as they come (see
     /// ``readRecords(from:settled:batch:onRecord:onDamage:onBatch:)``) — a tail that the segment's
     /// hint file shows was lost last. Returns nil, having called nothing, when the file no longer
@@ -12,7 +14,7 @@ extension SegmentReader {
     /// nothing: `verify`, `inspect`, repair.
     package static func read(
         segment id: UInt64, of directory: StoreDirectory, lockHeld: Bool = false, encryption: StoreEncryption?, fileSystem: any FileSystem,
-        onOpen: (_ length: Int64, _ header: SegmentHeader?) -> Void = { _, _ in },
+        onOpen: (_ length: Int64, _ header: SegmentHeader?, _ keyPrefix: [UInt8]) -> Void = { _, _, _ in },
         onRecord: (_ offset: Int64, RecordHeader, UnsafeRawBufferPointer) -> Void,
         onDamage: (DamagedRange) -> Void = { _ in }
     ) throws(CaskError) -> Outcome? {
@@ -31,7 +33,12 @@ extension SegmentReader {
             fd: file.descriptor, id: id, path: path, length: length, isActive: id == directory.activeSegmentID, lockHeld: lockHeld,
             encryption: encryption, fileSystem: fileSystem)
         let (header, _) = try reader.readHeader()
-        onOpen(length, header)
+        if header == nil, encryption == nil, directory.hintedIDs.contains(id),
+           let hint = hintHeader(at: directory.hintPath(id), fileSystem: fileSystem),
+           let summary = hint.withUnsafeBytes({ HintFile.declaredSummary($0) }), summary.segmentID == id {
+            reader.takeKeyPrefix(fromHint: summary.keyPrefix)
+        }
+        onOpen(length, header, reader.keyPrefix)
         var batch = BatchAssembler()
         var outcome = try reader.readRecords(from: reader.contentStart, batch: &batch, onRecord: onRecord, onDamage: onDamage)
         if directory.hintedIDs.contains(id), let lost = lostTail(

@@ -34,7 +34,7 @@ extension SegmentReader {
         do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return invalid("cannot open: \(error)") }
         let size: Int64
         do { size = try fileSystem.fileSize(file.descriptor) } catch { return invalid("cannot stat: \(error)") }
-        var header = [UInt8](repeating: 0, count: HintFile.encryptedHeaderLength)
+        var header = [UInt8](repeating: 0, count: HintFile.maxHeaderLength)
         let headerRead = (try? header.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }) ?? 0
         let declared = declaredLength(ofHint: Array(header[0..<headerRead]), segmentID: segmentID, sealing: sealing)
         if !beyondSegment, let declared, declared > segmentLength {
@@ -103,13 +103,13 @@ extension SegmentReader {
         return min(summary.coveredLength, Int64(UInt32.max))
     }
 
-    /// The first bytes of the hint file at `hintPath` (up to ``HintFile/encryptedHeaderLength``, at
+    /// The first bytes of the hint file at `hintPath` (up to ``HintFile/maxHeaderLength``, at
     /// least ``HintFile/headerLength``), or nil when it cannot be read or is shorter: what
     /// ``HintFile/declaredSummary(_:sealing:)`` needs, without reading the whole file.
     package static func hintHeader(at hintPath: String, fileSystem: any FileSystem) -> [UInt8]? {
         let file: OpenFile
         do { file = try fileSystem.openFile(hintPath, flags: O_RDONLY, mode: 0) } catch { return nil }
-        var header = [UInt8](repeating: 0, count: HintFile.encryptedHeaderLength)
+        var header = [UInt8](repeating: 0, count: HintFile.maxHeaderLength)
         guard let read = try? header.withMutableBytes({ (raw) throws(Errno) in try fileSystem.readFully(file.descriptor, into: raw, at: 0) }),
               read >= HintFile.headerLength else { return nil }
         return Array(header[0..<read])

@@ -70,6 +70,31 @@ package struct SegmentReader: ~Copyable {
     /// sealed with it. Nil for a store that is not encrypted.
     package private(set) var sealing: SegmentSealing?
     private var cipher: FileCipher? { sealing?.cipher }
+    /// The key prefix the segment's header names (empty for none, and while the header is not read
+    /// or is damaged: records that elide key bytes are then invalid). Callers rebuild a record's key
+    /// with it (``RecordHeader/withKey(in:prefix:_:)``).
+    package private(set) var keyPrefix: [UInt8] = []
+
+    /// Behind a damaged header (none was read), takes `keyPrefix` — the one the segment's valid
+    /// hint holds — as the segment's, so that the records that elide it read: the header is then
+    /// the version 4 header that holds it, and the records start after it.
+    package mutating func takeKeyPrefix(fromHint keyPrefix: [UInt8]) {
+        guard var damage = headerDamage, damage.kind == .segmentHeader, encryption == nil, !keyPrefix.isEmpty else { return }
+        self.keyPrefix = keyPrefix
+        contentStart = Int64(SegmentHeader.byteCount(encrypted: false, keyPrefixLength: keyPrefix.count))
+        damage.length = min(fileLength, contentStart)
+        headerDamage = damage
+    }
+
+    /// The key of a record this reader delivered: its header and its plain bytes.
+    package func key(of header: RecordHeader, in bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        keyPrefix.withUnsafeBytes { header.key(in: bytes, prefix: $0) }
+    }
+
+    /// Calls `body` with the key of a record this reader delivered (valid only during the call).
+    package func withKey<R>(of header: RecordHeader, in bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try keyPrefix.withUnsafeBytes { try header.withKey(in: bytes, prefix: $0, body) }
+    }
     /// Where the records start: the end of the header (40 bytes, or 108 in an encrypted store).
     package private(set) var contentStart: Int64
     /// Set when the whole segment is damage (an encrypted store's segment whose header does not
@@ -104,6 +129,8 @@ package struct SegmentReader: ~Copyable {
         self.init(
             fd: file.fd, id: file.id, path: file.path, length: length, isActive: isActive, lockHeld: lockHeld, encryption: encryption,
             sealing: file.sealing, fileSystem: fileSystem)
+        keyPrefix = file.keyPrefix
+        contentStart = file.contentStart
     }
 
     /// What the segment's hint file is checked with: nil for a store that is not encrypted (or a
@@ -136,6 +163,7 @@ package struct SegmentReader: ~Copyable {
                 headerDamage = DamagedRange(kind: .segmentHeader, file: path, segmentID: id, offset: 16, length: 8, reason: "header names segment \(header.segmentID), file name says \(id)")
             }
             if let cipher, let salt = header.sealing?.salt { sealing = SegmentSealing(cipher: cipher, salt: salt) }
+            keyPrefix = header.keyPrefix
             contentStart = Int64(header.byteCount)
             return (header, headerDamage)
         case .failure(.unsupportedVersion(let version)):
@@ -146,7 +174,7 @@ package struct SegmentReader: ~Copyable {
             throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unknownAlgorithm(code).explanation)
         case .failure(.keyRequired):
             throw CaskError.encryptionKeyRequired(path: path)
-        case .failure(let problem) where isActive && length <= headerLength:
+        case .failure(let problem) where isActive && (length <= headerLength || problem == .tooShort):
             headerDamage = DamagedRange(
                 kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
                 reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
@@ -291,13 +319,13 @@ package struct SegmentReader: ~Copyable {
         let location = RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength))
         if header.flags & RecordFlags.batchMember != 0 {
             batch.hold(.init(
-                key: Array(bytes[header.keyRange]), type: header.type, seq: header.seq, valueLength: header.valueLength,
+                key: key(of: header, in: bytes), type: header.type, seq: header.seq, valueLength: header.valueLength,
                 expiresAt: header.expiresAt, location: location))
             return
         }
         settledEnd = offset + Int64(header.recordLength)
         guard header.type == .batch else { return }
-        let firstSeq = BatchAssembler.firstSeq(ofCommitKey: header.key(in: bytes))
+        let firstSeq = BatchAssembler.firstSeq(ofCommitKey: UnsafeRawBufferPointer(rebasing: bytes[header.storedKeyRange]))
         let count = Self.memberCount(ofCommit: header, bytes)
         switch batch.commit(firstSeq: firstSeq, commitSeq: header.seq, count: count ?? 0) {
         case .whole(let members):
@@ -356,7 +384,7 @@ package struct SegmentReader: ~Copyable {
     private mutating func record(at offset: Int64) throws(CaskError) -> Result<(RecordHeader, UnsafeRawBufferPointer), RecordHeader.Problem> {
         let headerView = try view(at: offset, count: Limits.maxRecordHeaderLength)
         let header: RecordHeader
-        switch RecordHeader.parse(headerView) {
+        switch RecordHeader.parse(headerView, keyPrefixLength: keyPrefix.count) {
         case .success(let parsed): header = parsed
         case .failure(let problem): return .failure(problem)
         }
@@ -364,7 +392,7 @@ package struct SegmentReader: ~Copyable {
             return .failure(.truncated(needed: header.recordLength))
         }
         let bytes = try view(at: offset, count: header.recordLength)
-        switch RecordHeader.validate(bytes) {
+        switch RecordHeader.validate(bytes, keyPrefixLength: keyPrefix.count) {
         case .success(let validated):
             guard validated.isEncrypted == (cipher != nil) else {
                 return .failure(.malformed(cipher != nil ? "record is not encrypted, in an encrypted segment" : "encrypted record in a segment that is not encrypted"))

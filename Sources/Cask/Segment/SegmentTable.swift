@@ -75,12 +75,13 @@ package final class SegmentTable {
     }
 
     /// ``writtenMappedBytes(_:)``, the content of the dictionary the segment's header names (nil
-    /// when it names none, or names one that could not be loaded), and an encrypted segment's
-    /// cipher (unretained: the file owns it), valid as long as the bytes.
+    /// when it names none, or names one that could not be loaded), an encrypted segment's cipher
+    /// (unretained: the file owns it) and the key prefix the header names (empty for none), valid
+    /// as long as the bytes.
     @inline(__always)
     package func writtenMappedRecord(
         _ location: RecordLocation
-    ) -> (bytes: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer?, cipher: Unmanaged<FileCipher>?)? {
+    ) -> (bytes: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer?, cipher: Unmanaged<FileCipher>?, keyPrefix: UnsafeRawBufferPointer)? {
         let list = ExtentList(published.load(ordering: .sequentiallyConsistent))
         guard location.segmentID >= list.base else { return nil }
         let position = Int(location.segmentID &- list.base)  // Safe: the id is at least `base`.
@@ -91,7 +92,7 @@ package final class SegmentTable {
         else { return nil }
         return (
             UnsafeRawBufferPointer(start: start + Int(location.offset), count: Int(location.length)), ExtentList.dictionary(of: extent),
-            ExtentList.cipher(of: extent))
+            ExtentList.cipher(of: extent), SegmentFile.keyPrefix(at: ExtentList.keyPrefix(of: extent)))
     }
 
     /// Records that segment `id` has `length` bytes written (handed to the OS), so that
@@ -189,6 +190,9 @@ struct MappedExtent {
     /// An encrypted segment's cipher, owned by the file's ``SegmentFile/sealing`` (which outlives
     /// every reader of the extent); nil for a store that is not encrypted.
     var cipher: Unmanaged<FileCipher>?
+    /// The key prefix the segment's header names, owned by the file (``SegmentFile/keyPrefixRecord``);
+    /// nil for none.
+    var keyPrefix: UnsafeRawPointer?
 
     init() {}
 
@@ -199,6 +203,7 @@ struct MappedExtent {
         readableLength = min(file.writtenLength.load(ordering: .acquiring), mappedLength)
         dictionary = file.dictionary.loaded?.lz4.content
         cipher = file.sealing.map { Unmanaged.passUnretained($0.cipher) }
+        keyPrefix = file.keyPrefixRecord
     }
 }
 
@@ -234,6 +239,7 @@ private struct ExtentList {
     private static let readableOffset = MemoryLayout<MappedExtent>.offset(of: \.readableLength)!
     private static let dictionaryOffset = MemoryLayout<MappedExtent>.offset(of: \.dictionary)!
     private static let cipherOffset = MemoryLayout<MappedExtent>.offset(of: \.cipher)!
+    private static let keyPrefixOffset = MemoryLayout<MappedExtent>.offset(of: \.keyPrefix)!
 
     // Each field on its own, never the extent whole: readers load the written length while the
     // writer stores it.
@@ -258,6 +264,12 @@ private struct ExtentList {
     @inline(__always)
     static func cipher(of extent: UnsafeMutablePointer<MappedExtent>) -> Unmanaged<FileCipher>? {
         UnsafeRawPointer(extent).load(fromByteOffset: cipherOffset, as: Unmanaged<FileCipher>?.self)
+    }
+
+    /// Never changes once published.
+    @inline(__always)
+    static func keyPrefix(of extent: UnsafeMutablePointer<MappedExtent>) -> UnsafeRawPointer? {
+        UnsafeRawPointer(extent).load(fromByteOffset: keyPrefixOffset, as: UnsafeRawPointer?.self)
     }
 
     /// The extent's written length, loaded after the writer's stores of the bytes it covers.

@@ -100,7 +100,7 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .corruptRecord(let path, let offset, let reason):
             "corrupt record in \(path) at offset \(offset): \(reason)"
         case .unsupportedFormat(let path, let version):
-            "\(path) has format version \(version), which this Cask (formats 1 to 3) cannot read"
+            "\(path) has format version \(version), which this Cask (formats 1 to 4) cannot read"
         case .corruptFile(let path, let reason):
             "\(path) is not a valid Cask file: \(reason)"
         case .objectEncodingFailed(let key, let type, let codingPath, let reason):

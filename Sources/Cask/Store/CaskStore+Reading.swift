@@ -177,7 +177,7 @@ extension CaskStore {
     private static func startLoading(_ ahead: ReadAhead, shared: SharedState) {
         if let index = ahead.index { shared.index.prefetchWithoutLock(index) }
         if let record = ahead.record, case .location(let location) = shared.index.probableLocationWithoutLock(record),
-           let (bytes, _, _) = shared.segments.writtenMappedRecord(location) {
+           let (bytes, _, _, _) = shared.segments.writtenMappedRecord(location) {
             SegmentFile.prefetch(record: bytes)
         }
     }
@@ -199,10 +199,11 @@ extension CaskStore {
             case .unsure: return .fallBack
             case .location(let found): location = found
             }
-            guard let (record, dictionary, cipher) = shared.segments.writtenMappedRecord(location) else { return .fallBack }
+            guard let (record, dictionary, cipher, keyPrefix) = shared.segments.writtenMappedRecord(location) else { return .fallBack }
             SegmentFile.prefetch(record: record)
             guard let cipher else {
-                switch Self.checkRecord(record, key: key, explaining: false, cipher: nil, offset: location.offset, plain: Self.noPlain) {
+                switch Self.checkRecord(
+                    record, key: key, explaining: false, cipher: nil, keyPrefix: keyPrefix, offset: location.offset, plain: Self.noPlain) {
                 case .valid(let valid): return Self.copy(valid, dictionary: dictionary, into: buffer, expiresAt: &expiresAt)
                 case .expired: return .absent
                 case .mismatch: return .fallBack
@@ -212,7 +213,8 @@ extension CaskStore {
             // A sealed record is opened into a buffer of its own on the stack (its key and payload).
             let found = withScratchBytes(record.count) { plain -> QuickRead? in
                 switch Self.checkRecord(
-                    record, key: key, explaining: false, cipher: cipher.takeUnretainedValue(), offset: location.offset, plain: plain) {
+                    record, key: key, explaining: false, cipher: cipher.takeUnretainedValue(), keyPrefix: keyPrefix, offset: location.offset,
+                    plain: plain) {
                 case .valid(let valid): return Self.copy(valid, dictionary: dictionary, into: buffer, expiresAt: &expiresAt)
                 case .expired: return .absent
                 case .mismatch: return .fallBack

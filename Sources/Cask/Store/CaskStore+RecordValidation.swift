@@ -5,9 +5,9 @@ import Glibc
 /// Checking a record read through the index, and expanding its value: what every read path (the
 /// locked one, the lock-free copy, listings) does to the bytes it read.
 extension CaskStore {
-    /// A record that passed ``validateRecord(_:key:file:offset:plain:)``: its header, and views of
-    /// its key and payload inside the bytes it was validated in (a sealed record's: in the buffer it
-    /// was opened into).
+    /// A record that passed ``validateRecord(_:key:file:offset:plain:)``: its header, its key (the
+    /// one it was validated for) and a view of its payload inside the bytes it was validated in (a
+    /// sealed record's: in the buffer it was opened into).
     struct ValidRecord {
         var header: RecordHeader
         var key: UnsafeRawBufferPointer
@@ -21,7 +21,7 @@ extension CaskStore {
     static func validateRecord(
         _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, file: SegmentFile, offset: UInt32, plain: UnsafeMutableRawBufferPointer
     ) throws(CaskError) -> ValidRecord? {
-        switch checkRecord(record, key: key, explaining: true, cipher: file.sealing?.cipher, offset: offset, plain: plain) {
+        switch checkRecord(record, key: key, explaining: true, cipher: file.sealing?.cipher, keyPrefix: file.keyPrefixBytes, offset: offset, plain: plain) {
         case .valid(let valid): return valid
         case .expired: return nil
         case .mismatch(let reason):
@@ -48,14 +48,15 @@ extension CaskStore {
     /// The checks of ``validateRecord(_:key:file:offset:plain:)``: the record's header, length and
     /// checksum (``RecordHeader/validate(_:)``), its type, in an encrypted segment (`cipher`) its tag
     /// as message `offset` (its key and payload are then opened into `plain`, at least `record.count`
-    /// bytes), its key, and its expiry. Not explaining, it rejects the same bytes and builds no message.
+    /// bytes), its key (whose first bytes may be the segment's `keyPrefix`), and its expiry. Not
+    /// explaining, it rejects the same bytes and builds no message.
     @inline(__always)
     static func checkRecord(
-        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool, cipher: FileCipher?, offset: UInt32,
-        plain: UnsafeMutableRawBufferPointer
+        _ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, explaining: Bool, cipher: FileCipher?, keyPrefix: UnsafeRawBufferPointer,
+        offset: UInt32, plain: UnsafeMutableRawBufferPointer
     ) -> RecordCheck {
         var problem: RecordHeader.Problem?
-        guard let header = RecordHeader.validate(record, explaining: explaining, problem: &problem) else {
+        guard let header = RecordHeader.validate(record, keyPrefixLength: keyPrefix.count, explaining: explaining, problem: &problem) else {
             return .mismatch(reason: problem?.description)
         }
         guard header.recordLength == record.count, header.type == .put else {
@@ -67,7 +68,7 @@ extension CaskStore {
         // The key and payload: as they are, or opened (never compared before their tag holds).
         let body: UnsafeRawBufferPointer
         if let cipher {
-            let sealed = header.keyLength + header.storedLength
+            let sealed = header.storedKeyLength + header.storedLength
             guard plain.count >= sealed, cipher.open(
                 UnsafeRawBufferPointer(rebasing: record[header.headerLength..<header.payloadEnd]), tag: record.baseAddress! + header.payloadEnd,
                 associatedData: UnsafeRawBufferPointer(rebasing: record[4..<header.headerLength]), number: UInt64(offset),
@@ -77,11 +78,10 @@ extension CaskStore {
         } else {
             body = UnsafeRawBufferPointer(rebasing: record[header.headerLength..<header.payloadEnd])
         }
-        let storedKey = UnsafeRawBufferPointer(rebasing: body[0..<header.keyLength])
-        guard storedKey.hasSameBytes(as: key) else { return .otherKey }
+        guard header.isKey(key, stored: UnsafeRawBufferPointer(rebasing: body[0..<header.storedKeyLength]), prefix: keyPrefix) else { return .otherKey }
         if let expiresAt = header.expiresAt, expiresAt <= Self.nowMilliseconds() { return .expired }
-        let payload = UnsafeRawBufferPointer(rebasing: body[header.keyLength...])
-        return .valid(ValidRecord(header: header, key: storedKey, payload: payload))
+        let payload = UnsafeRawBufferPointer(rebasing: body[header.storedKeyLength...])
+        return .valid(ValidRecord(header: header, key: key, payload: payload))
     }
 
     /// Decompresses the payload of a valid compressed record into `destination`, which holds

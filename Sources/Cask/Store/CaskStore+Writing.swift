@@ -181,12 +181,16 @@ extension CaskStore {
             }
             if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > w.active.contentStart {
                 try rotate(&w)
+            } else if w.wantsKeyPrefixSeal() {
+                // If that fails the writer goes on in this one, as for a dictionary.
+                do throws(CaskError) { try rotate(&w) } catch {}
             }
             let bufferStart = w.buffer.count, segmentEnd = w.end
             let firstSeq = w.nextSeq
             let segmentID = UInt32(w.active.id)
             let dictionary = w.activeDictionary
             let cipher = w.active.sealing?.cipher
+            let keyPrefix = w.active.keyPrefixBytes  // the active segment outlives the write
             // A batch's locations go in `w.locations`; a put's or delete's is `single`.
             var single = RecordLocation(segmentID: segmentID, offset: 0, length: 0)
             if isBatch { w.locations.removeAll(keepingCapacity: true) }
@@ -194,9 +198,10 @@ extension CaskStore {
                 // The index's misses then overlap the compression and the write.
                 if !isBatch { w.index.prefetch(key) }
                 if type == .put && w.sampler != nil { w.sampler!.add(value) }
+                if w.keyPrefixes != nil { w.keyPrefixes!.note(key) }
                 let length = w.encoder.append(
                     type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
-                    dictionary: dictionary, cipher: cipher, offset: w.end, to: &w.buffer)
+                    dictionary: dictionary, cipher: cipher, offset: w.end, keyPrefix: keyPrefix, to: &w.buffer)
                 if w.drift != nil && type == .put && value.count >= RecordEncoder.minimumCompressibleLength && dictionary != nil,
                    w.drift!.note(valueLength: value.count, storedLength: w.encoder.lastStoredLength) {
                     w.drift = nil

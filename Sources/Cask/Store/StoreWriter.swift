@@ -46,6 +46,11 @@ package struct StoreWriter: ~Copyable {
     package var drift: DictionaryDrift?
     /// Set when sealing the active segment for a new dictionary failed: not retried at every write.
     package var dictionarySealFailed = false
+    /// Samples the keys put, to choose the next segment's key prefix from; nil when segments name
+    /// none (``CaskStore/Options/keyPrefixes`` off, or an encrypted store).
+    package var keyPrefixes: KeyPrefixChooser?
+    /// Set once the active segment was considered for an early seal (``wantsKeyPrefixSeal()``).
+    package var keyPrefixSealConsidered = false
     /// The store's encryption (nil: not encrypted): new segments are sealed with it.
     let encryption: StoreEncryption?
     /// Set when no record may be sealed in the active segment any more, so that the next write
@@ -86,6 +91,31 @@ package struct StoreWriter: ~Copyable {
         self.nextSegmentID = nextSegmentID
         self.fileSystem = fileSystem
         self.directory = directory
+        if options.keyPrefixes && encryption == nil { keyPrefixes = KeyPrefixChooser() }
+    }
+
+    /// The key prefix a new segment names: the one the keys sampled lately share most, or the
+    /// active segment's when too few were sampled; none without a chooser.
+    package var keyPrefixForNewSegments: [UInt8] {
+        guard let keyPrefixes else { return [] }
+        return keyPrefixes.hasEnoughSamples ? keyPrefixes.choice().prefix : active.keyPrefix
+    }
+
+    /// A segment that names no key prefix, once it holds this many bytes, is sealed early if the
+    /// keys written to it share one worth ``earlySealSaving`` bytes a record: a new store's first
+    /// segment above all, which starts before any key is seen and would otherwise go without for
+    /// its whole ``CaskStore/Options/maxSegmentSize``.
+    static let earlySealLength: Int64 = 4 << 20
+    /// What a key prefix must save a record on average for ``earlySealLength`` to apply.
+    static let earlySealSaving = 4.0
+
+    /// Whether the active segment should be sealed now for a key prefix (``earlySealLength``).
+    /// Considered once per segment.
+    package mutating func wantsKeyPrefixSeal() -> Bool {
+        guard let keyPrefixes, !keyPrefixSealConsidered, active.keyPrefix.isEmpty, end - active.contentStart >= Self.earlySealLength
+        else { return false }
+        keyPrefixSealConsidered = true
+        return keyPrefixes.choice().savingPerRecord >= Self.earlySealSaving
     }
 
     /// Makes `dictionary` the one new segments name (the next write seals the active segment),
@@ -243,7 +273,7 @@ package struct StoreWriter: ~Copyable {
         let next = try Self.createSegment(
             id: nextSegmentID, baseSeq: nextSeq, directory: directory, fileSystem: fileSystem,
             mapLength: options.segmentMapLength, writable: mapsNewSegments, hugePages: options.hugePageSegments && !syncedTooOften,
-            dictionary: dictionaryForNewSegments, encryption: encryption)
+            dictionary: dictionaryForNewSegments, encryption: encryption, keyPrefix: keyPrefixForNewSegments)
         // Only now: if the next segment could not be created, the writer goes on in this one.
         sealed.endMappedWrites()
         nextSegmentID += 1
@@ -276,6 +306,7 @@ package struct StoreWriter: ~Copyable {
         syncSealFailed = false
         dictionarySealFailed = false
         mustSealBeforeWriting = false
+        keyPrefixSealConsidered = false
     }
 
     /// Creates segment `id` with its header and makes its directory entry durable.
@@ -283,12 +314,15 @@ package struct StoreWriter: ~Copyable {
     /// `writable`: map them for the writer's stores too (``flush(bufferLimit:)``); `hugePages`: in
     /// 2 MiB folios (``hugePageReservationStep``).
     /// The header of a new segment `id` and, in an encrypted store, its sealing: a new random salt
-    /// and its cipher (a segment created again after a crash gets a new one too).
+    /// and its cipher (a segment created again after a crash gets a new one too). `keyPrefix`: the
+    /// key prefix it names (none in an encrypted store).
     package static func newHeader(
-        id: UInt64, baseSeq: UInt64, dictionary: CompressionDictionary?, encryption: StoreEncryption?
+        id: UInt64, baseSeq: UInt64, dictionary: CompressionDictionary?, encryption: StoreEncryption?, keyPrefix: [UInt8] = []
     ) -> (SegmentHeader, SegmentSealing?) {
         guard let encryption else {
-            return (SegmentHeader(segmentID: id, baseSeq: baseSeq, dictionaryID: dictionary?.id ?? 0, dictionaryChecksum: dictionary?.checksum ?? 0), nil)
+            return (SegmentHeader(
+                segmentID: id, baseSeq: baseSeq, dictionaryID: dictionary?.id ?? 0, dictionaryChecksum: dictionary?.checksum ?? 0,
+                keyPrefix: keyPrefix), nil)
         }
         let (salt, cipher) = encryption.newCipher()
         let sealing = SegmentHeader.Sealing(
@@ -299,7 +333,7 @@ package struct StoreWriter: ~Copyable {
 
     package static func createSegment(
         id: UInt64, baseSeq: UInt64, directory: String, fileSystem: any FileSystem, mapLength: Int, writable: Bool, hugePages: Bool,
-        dictionary: CompressionDictionary? = nil, encryption: StoreEncryption?
+        dictionary: CompressionDictionary? = nil, encryption: StoreEncryption?, keyPrefix: [UInt8] = []
     ) throws(CaskError) -> SegmentFile {
         let path = directory + "/" + SegmentName.segment(id)
         guard id < UInt64(UInt32.max) else {
@@ -308,7 +342,8 @@ package struct StoreWriter: ~Copyable {
         }
         // Once every seq is used the next is `maxSeq + 1`, which no header may hold; no record can
         // follow it either, so `maxSeq` is as true a base.
-        let (segmentHeader, sealing) = newHeader(id: id, baseSeq: min(baseSeq, Limits.maxSeq), dictionary: dictionary, encryption: encryption)
+        let (segmentHeader, sealing) = newHeader(
+            id: id, baseSeq: min(baseSeq, Limits.maxSeq), dictionary: dictionary, encryption: encryption, keyPrefix: keyPrefix)
         let header = segmentHeader.encoded(cipher: sealing?.cipher)
         let fd: Int32
         do {
@@ -329,7 +364,7 @@ package struct StoreWriter: ~Copyable {
         }
         return SegmentFile(
             id: id, path: path, fd: fd, length: Int64(header.count), fileSystem: fileSystem, mapLength: mapLength, writable: writable,
-            hugePages: hugePages, dictionary: dictionary.map { .loaded($0) } ?? .none, sealing: sealing)
+            hugePages: hugePages, dictionary: dictionary.map { .loaded($0) } ?? .none, sealing: sealing, keyPrefix: segmentHeader.keyPrefix)
     }
 }
 
