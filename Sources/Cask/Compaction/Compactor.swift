@@ -134,7 +134,7 @@ struct Compactor {
     /// writer gives none (``CaskStore/Options/keyPrefixes`` off, or an encrypted store). A record
     /// whose key elides other bytes than the output's prefix is written with a new header.
     private func outputKeyPrefix(for inputs: [SegmentFile]) -> [UInt8] {
-        let (chooses, fallback) = writer.withLock { w in (w.keyPrefixes != nil, w.keyPrefixForNewSegments) }
+        let (chooses, fallback) = writer.withLock { w in (w.choosesKeyPrefixes, w.keyPrefixForNewSegments) }
         guard chooses else { return [] }
         let named = inputs.filter { !$0.keyPrefix.isEmpty }
         return named.max { $0.writtenLength.load(ordering: .relaxed) < $1.writtenLength.load(ordering: .relaxed) }?.keyPrefix ?? fallback

@@ -62,6 +62,19 @@ package struct RecordHeader: Equatable, Sendable {
         }
     }
 
+    /// The key of the record whose bytes start at `record`, as ``withKey(in:prefix:_:)`` gives it,
+    /// put together in `scratch` (at least ``keyLength`` bytes) when it elides a prefix: for a loop
+    /// over many records, with one scratch buffer. Valid while `record` and `scratch` are.
+    @inline(__always)
+    package func key(in record: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer) -> UnsafeRawBufferPointer {
+        let stored = UnsafeRawBufferPointer(rebasing: record[storedKeyRange])
+        guard elidedLength > 0 else { return stored }
+        precondition(elidedLength <= prefix.count && keyLength <= scratch.count, "a record's elided key bytes are its segment's prefix's")
+        scratch.baseAddress!.copyMemory(from: prefix.baseAddress!, byteCount: elidedLength)
+        if let storedBase = stored.baseAddress { (scratch.baseAddress! + elidedLength).copyMemory(from: storedBase, byteCount: stored.count) }
+        return UnsafeRawBufferPointer(start: scratch.baseAddress, count: keyLength)
+    }
+
     /// Whether the key of a record of this header whose stored key bytes are `stored`, in a segment
     /// whose key prefix is `prefix`, is `key`, compared in place.
     @inline(__always)

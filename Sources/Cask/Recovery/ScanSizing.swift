@@ -5,9 +5,10 @@
 ///
 /// The hint files declare their entry counts, and the index is sized for them before anything is
 /// read; a scan has no such count. At doubling checkpoints (4,096 records scanned, then 8,192, …)
-/// it projects the records still to come from the records per byte scanned so far, and the slots
-/// they will take from the share of the records since the last checkpoint that took one (a record
-/// of a key already indexed takes none), and reserves room for those and the slots already used.
+/// it projects the records still to come from the records per byte since the last checkpoint (the
+/// later segments' records may be smaller: those of a segment that names a key prefix are), and the
+/// slots they will take from the share of those records that took one (a record of a key already
+/// indexed takes none), and reserves room for those and the slots already used.
 /// A store whose later records overwrite its earlier keys makes it overshoot by at most the records
 /// it scans (``KeyIndex/endRecovery()`` gives back a table left less than half full); one that
 /// overwrites a few keys again and again reserves little.
@@ -20,8 +21,9 @@ struct ScanSizing {
     private var scannedBytes: Int64 = 0
     private var scannedRecords = 0
     private var checkpoint = 4096
-    /// Records scanned and slots used (keys and tombstones) at the last checkpoint.
+    /// Records and bytes scanned and slots used (keys and tombstones) at the last checkpoint.
     private var recordsAtCheckpoint = 0
+    private var bytesAtCheckpoint: Int64 = 0
     private var slotsAtCheckpoint: Int
     /// Room reserved beyond the projection, against its error.
     private static let margin = 1.05
@@ -41,10 +43,11 @@ struct ScanSizing {
         checkpoint *= 2
         let slots = index.count + index.tombstones
         // Slots hint files filled between checkpoints count too: room they needed anyway.
-        let newShare = min(Double(max(slots - slotsAtCheckpoint, 0)) / Double(scannedRecords - recordsAtCheckpoint), 1)
-        (recordsAtCheckpoint, slotsAtCheckpoint) = (scannedRecords, slots)
+        let records = scannedRecords - recordsAtCheckpoint, bytes = max(scannedBytes - bytesAtCheckpoint, 1)
+        let newShare = min(Double(max(slots - slotsAtCheckpoint, 0)) / Double(records), 1)
+        (recordsAtCheckpoint, slotsAtCheckpoint, bytesAtCheckpoint) = (scannedRecords, slots, scannedBytes)
         guard bytesToScan > scannedBytes else { return }
-        let recordsToCome = Double(bytesToScan - scannedBytes) / Double(scannedBytes) * Double(scannedRecords)
+        let recordsToCome = Double(bytesToScan - scannedBytes) / Double(bytes) * Double(records)
         index.reserve(slots + Int((recordsToCome * newShare * Self.margin).rounded(.up)))
     }
 }

@@ -283,6 +283,9 @@ package struct StoreRecovery {
         let pending = PendingIndexUpdates(index: result.index)
         var tailMembers: [Int64] = []
         let keyPrefix = file.keyPrefixBytes  // the file outlives the scan
+        // Where the keys of records that elide the prefix are put together (untouched otherwise).
+        let keyScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: keyPrefix.isEmpty ? 0 : Limits.maxKeyLength, alignment: 1)
+        defer { keyScratch.deallocate() }
         let outcome = try reader.readRecords(
             from: min(scanFrom, length), settled: settled, batch: &batch,
             onRecord: { offset, header, bytes in
@@ -293,11 +296,10 @@ package struct StoreRecovery {
                     return
                 }
                 guard header.type != .batch else { return }
-                header.withKey(in: bytes, prefix: keyPrefix) { key in
-                    Self.index(key: key, type: header.type, seq: header.seq, expiresAt: header.expiresAt,
-                               location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
-                               into: &result, stats: &stats, pending: pending)
-                }
+                Self.index(key: header.key(in: bytes, prefix: keyPrefix, scratch: keyScratch), type: header.type, seq: header.seq,
+                           expiresAt: header.expiresAt,
+                           location: RecordLocation(segmentID: UInt32(id), offset: UInt32(offset), length: UInt32(header.recordLength)),
+                           into: &result, stats: &stats, pending: pending)
             },
             onBatch: { members in
                 for member in members {

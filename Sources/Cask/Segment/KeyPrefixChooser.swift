@@ -4,8 +4,8 @@
 ///
 /// Owned by the writer, under its mutex. It keeps a sample of the keys put (one in
 /// ``samplingInterval``, their first ``Limits/maxKeyPrefixLength`` bytes, the last ``sampleCount``
-/// of them): O(1) per put and no allocation, 16 KiB. Choosing costs O(samples² · prefix) once per
-/// segment.
+/// of them): O(1) per put, 16 KiB allocated at the first sample. Choosing costs O(samples² · prefix)
+/// once per segment.
 package struct KeyPrefixChooser {
     /// One key in this many is sampled.
     static let samplingInterval = 16
@@ -16,7 +16,7 @@ package struct KeyPrefixChooser {
 
     /// The samples, each in a slot of ``Limits/maxKeyPrefixLength`` bytes (allocated once: a put
     /// that samples allocates nothing), and their lengths.
-    private var slots = [UInt8](repeating: 0, count: sampleCount * Limits.maxKeyPrefixLength)
+    private var slots: [UInt8] = []
     private var lengths: [Int] = []
     private var next = 0
     private var countdown = 1
@@ -29,6 +29,7 @@ package struct KeyPrefixChooser {
         countdown -= 1
         guard countdown == 0 else { return }
         countdown = Self.samplingInterval
+        if slots.isEmpty { slots = [UInt8](repeating: 0, count: Self.sampleCount * Limits.maxKeyPrefixLength) }
         let count = min(key.count, Limits.maxKeyPrefixLength)
         let slot = next
         next = (next + 1) % Self.sampleCount

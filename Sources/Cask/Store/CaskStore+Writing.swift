@@ -198,7 +198,7 @@ extension CaskStore {
                 // The index's misses then overlap the compression and the write.
                 if !isBatch { w.index.prefetch(key) }
                 if type == .put && w.sampler != nil { w.sampler!.add(value) }
-                if w.keyPrefixes != nil { w.keyPrefixes!.note(key) }
+                if w.choosesKeyPrefixes { w.keyPrefixes.note(key) }
                 let length = w.encoder.append(
                     type: type, seq: firstSeq + UInt64(position), key: key, value: value, expiresAt: expiresAt, batchMember: isBatch,
                     dictionary: dictionary, cipher: cipher, offset: w.end, keyPrefix: keyPrefix, to: &w.buffer)

@@ -46,9 +46,11 @@ package struct StoreWriter: ~Copyable {
     package var drift: DictionaryDrift?
     /// Set when sealing the active segment for a new dictionary failed: not retried at every write.
     package var dictionarySealFailed = false
-    /// Samples the keys put, to choose the next segment's key prefix from; nil when segments name
-    /// none (``CaskStore/Options/keyPrefixes`` off, or an encrypted store).
-    package var keyPrefixes: KeyPrefixChooser?
+    /// Whether new segments name a key prefix: not with ``CaskStore/Options/keyPrefixes`` off, nor
+    /// in an encrypted store.
+    package let choosesKeyPrefixes: Bool
+    /// Samples the keys put (when ``choosesKeyPrefixes``), to choose the next segment's key prefix from.
+    package var keyPrefixes = KeyPrefixChooser()
     /// Set once the active segment was considered for an early seal (``wantsKeyPrefixSeal()``).
     package var keyPrefixSealConsidered = false
     /// The store's encryption (nil: not encrypted): new segments are sealed with it.
@@ -91,13 +93,13 @@ package struct StoreWriter: ~Copyable {
         self.nextSegmentID = nextSegmentID
         self.fileSystem = fileSystem
         self.directory = directory
-        if options.keyPrefixes && encryption == nil { keyPrefixes = KeyPrefixChooser() }
+        choosesKeyPrefixes = options.keyPrefixes && encryption == nil
     }
 
     /// The key prefix a new segment names: the one the keys sampled lately share most, or the
     /// active segment's when too few were sampled; none without a chooser.
     package var keyPrefixForNewSegments: [UInt8] {
-        guard let keyPrefixes else { return [] }
+        guard choosesKeyPrefixes else { return [] }
         return keyPrefixes.hasEnoughSamples ? keyPrefixes.choice().prefix : active.keyPrefix
     }
 
@@ -109,13 +111,13 @@ package struct StoreWriter: ~Copyable {
     /// What a key prefix must save a record on average for ``earlySealLength`` to apply.
     static let earlySealSaving = 4.0
 
-    /// Whether the active segment should be sealed now for a key prefix (``earlySealLength``).
-    /// Considered once per segment.
+    /// Whether the active segment should be sealed now for a key prefix (``earlySealLength``, its
+    /// header included). Considered once per segment; before and after, two flags read per write.
+    @inline(__always)
     package mutating func wantsKeyPrefixSeal() -> Bool {
-        guard let keyPrefixes, !keyPrefixSealConsidered, active.keyPrefix.isEmpty, end - active.contentStart >= Self.earlySealLength
-        else { return false }
+        guard choosesKeyPrefixes, !keyPrefixSealConsidered, end >= Self.earlySealLength else { return false }
         keyPrefixSealConsidered = true
-        return keyPrefixes.choice().savingPerRecord >= Self.earlySealSaving
+        return active.keyPrefixRecord == nil && keyPrefixes.choice().savingPerRecord >= Self.earlySealSaving
     }
 
     /// Makes `dictionary` the one new segments name (the next write seals the active segment),
