@@ -217,6 +217,24 @@ private let seedStores: [(String, (String) throws -> Void)] = [
         _ = try store.delete("session/4")
         try store.close()
     }),
+    ("key-prefixes", { directory in
+        // Segments of 4 KiB: once 8 keys are sampled (one put in 16), each new one names the prefix
+        // the drafts share (format 4), its records eliding it, but for the keys that do not share it;
+        // a delete and a batch among them; a compaction rewrites the first segment's records with it.
+        var options = CaskStore.Options(durability: .buffered)
+        options.maxSegmentSize = 4096
+        options.automaticCompaction = false
+        let store = try CaskStore.open(at: directory, options: options)
+        for index in 0..<400 { try store.put(Array("drafts/000007/\(1_000 + index)".utf8), Array("d\(index)".utf8)) }
+        try store.put("settings/theme", Array("dark".utf8))
+        _ = try store.delete("drafts/000007/1003")
+        var batch = WriteBatch()
+        batch.put("drafts/000007/9000", Array("batched".utf8))
+        batch.delete("drafts/000007/1004")
+        try store.write(batch)
+        try store.compact()
+        try store.close()
+    }),
     ("batches", { directory in
         let store = try CaskStore.open(at: directory)
         var batch = WriteBatch()

@@ -4,8 +4,8 @@
 ///
 /// Owned by the writer, under its mutex. It keeps a sample of the keys put (one in
 /// ``samplingInterval``, their first ``Limits/maxKeyPrefixLength`` bytes, the last ``sampleCount``
-/// of them): O(1) per put, 16 KiB allocated at the first sample. Choosing costs O(samples² · prefix)
-/// once per segment.
+/// of them): O(1) per put and no allocation, 16 KiB. Choosing costs O(samples² · prefix) once per
+/// segment.
 package struct KeyPrefixChooser {
     /// One key in this many is sampled.
     static let samplingInterval = 16
@@ -21,7 +21,13 @@ package struct KeyPrefixChooser {
     private var next = 0
     private var countdown = 1
 
-    package init() {}
+    /// A chooser that samples (`sampling`: its 16 KiB allocated now, so that no put allocates), or
+    /// one that never does (a writer whose segments name no prefix).
+    package init(sampling: Bool = true) {
+        guard sampling else { return }
+        slots = [UInt8](repeating: 0, count: Self.sampleCount * Limits.maxKeyPrefixLength)
+        lengths.reserveCapacity(Self.sampleCount)
+    }
 
     /// Notes a key put. O(1) but one put in ``samplingInterval``, whose key's first bytes are copied.
     @inline(__always)
@@ -29,7 +35,6 @@ package struct KeyPrefixChooser {
         countdown -= 1
         guard countdown == 0 else { return }
         countdown = Self.samplingInterval
-        if slots.isEmpty { slots = [UInt8](repeating: 0, count: Self.sampleCount * Limits.maxKeyPrefixLength) }
         let count = min(key.count, Limits.maxKeyPrefixLength)
         let slot = next
         next = (next + 1) % Self.sampleCount

@@ -50,7 +50,7 @@ package struct StoreWriter: ~Copyable {
     /// in an encrypted store.
     package let choosesKeyPrefixes: Bool
     /// Samples the keys put (when ``choosesKeyPrefixes``), to choose the next segment's key prefix from.
-    package var keyPrefixes = KeyPrefixChooser()
+    package var keyPrefixes: KeyPrefixChooser
     /// Set once the active segment was considered for an early seal (``wantsKeyPrefixSeal()``).
     package var keyPrefixSealConsidered = false
     /// The store's encryption (nil: not encrypted): new segments are sealed with it.
@@ -94,6 +94,7 @@ package struct StoreWriter: ~Copyable {
         self.fileSystem = fileSystem
         self.directory = directory
         choosesKeyPrefixes = options.keyPrefixes && encryption == nil
+        keyPrefixes = KeyPrefixChooser(sampling: choosesKeyPrefixes)
     }
 
     /// The key prefix a new segment names: the one the keys sampled lately share most, or the

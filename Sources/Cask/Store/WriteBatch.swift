@@ -110,7 +110,7 @@ extension CaskStore {
         guard writer != nil else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
-        let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.length)
+        let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.maxLength)
         let worstCase = batch.worstCaseLength
         guard worstCase <= segmentLimit else { throw CaskError.valueTooLarge(length: Int(worstCase), limit: Int(segmentLimit)) }
         return batch
