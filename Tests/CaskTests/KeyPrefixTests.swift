@@ -396,6 +396,91 @@ final class KeyPrefixTests: XCTestCase {
         XCTAssertEqual(decode(resealed(checksum)), .failure(.dictionaryChecksumWithoutDictionary))
     }
 
+    /// A plain hint of a 48-byte prefix has the encrypted hints' header length (96): told apart by
+    /// its version, it is used.
+    func testAPrefixOfAnyLengthIsHeldByItsHints() throws {
+        for length in [8, 47, 48, 49, 255] {
+            let dir = TemporaryDirectory("cask-key-prefix-length")
+            let prefix = String(repeating: "p", count: length - 2) + "/"
+            var model: [String: [UInt8]] = [:]
+            let store = try CaskStore.open(at: dir.path, options: options())
+            for n in 0..<600 {
+                let key = prefix + String(format: "%04d", n)
+                model[key] = Array("value \(n)".utf8)
+                try store.put(key, model[key]!)
+            }
+            try store.close()
+            let ids = try StoreFiles.segmentIDs(in: dir.path)
+            XCTAssertGreaterThanOrEqual(try header(of: dir.path, segment: ids.last!).keyPrefix.count, length - 1, "\(length)")
+            let opened = try CaskStore.open(at: dir.path, options: .readOnly)
+            XCTAssertEqual(opened.recoveryReport.segmentsFromHints, ids.count, "\(length): \(opened.recoveryReport)")
+            XCTAssertTrue(opened.recoveryReport.invalidHints.isEmpty, "\(length): \(opened.recoveryReport)")
+            for (key, value) in model { XCTAssertEqual(try opened.get(key), value, key) }
+            try opened.close()
+        }
+    }
+
+    /// The active segment's creation, torn inside a version 4 header (or leaving its length and
+    /// zeros), is rewritten; one whose prefix length was damaged after records followed is not:
+    /// those records stay.
+    func testATornVersion4HeaderIsRewrittenButADamagedOneKeepsItsRecords() throws {
+        let dir = TemporaryDirectory("cask-key-prefix-torn")
+        var model: [String: [UInt8]] = [:]
+        var store = try CaskStore.open(at: dir.path, options: options())
+        try writeDrafts(store, users: 0..<2, drafts: 100, into: &model)
+        try store.close()
+        let last = try XCTUnwrap(StoreFiles.segmentIDs(in: dir.path).last)
+        let lastPath = StoreFiles.segmentPath(dir.path, last)
+        let lastHeader = try header(of: dir.path, segment: last)
+        XCTAssertEqual(lastHeader.version, SegmentHeader.versionWithKeyPrefix)
+        let whole = try StoreFiles.read(lastPath)
+        let records = try StoreFiles.records(ofSegment: lastPath)
+        let lost = Set(records.map { String(decoding: $0.key, as: UTF8.self) })
+        for torn in [Array(whole.prefix(lastHeader.byteCount - 3)), Array(whole.prefix(41)), [UInt8](repeating: 0, count: lastHeader.byteCount)] {
+            let copy = try SecondReaderTests.copyStore(dir.path, hints: true)
+            let path = StoreFiles.segmentPath(copy.path, last)
+            try StoreFiles.write(path, torn)
+            try? FileManager.default.removeItem(atPath: StoreFiles.hintPath(copy.path, last))
+            try SecondReaderTests.compareReaders(copy.path, label: "torn after \(torn.count) bytes")
+            store = try CaskStore.open(at: copy.path, options: options())
+            XCTAssertEqual(store.recoveryReport.truncations.map(\.offset), [0], "\(torn.count): \(store.recoveryReport)")
+            XCTAssertTrue(store.recoveryReport.damagedRanges.isEmpty, "\(store.recoveryReport)")
+            for (key, value) in model where !lost.contains(key) { XCTAssertEqual(try store.get(key), value, key) }
+            try store.close()
+        }
+        // The prefix length damaged (no checksum covers it) in an active segment of a few records
+        // after its header, so that the header seems cut short, or its length out of range: damage,
+        // never a torn creation that would cut the records.
+        let short = TemporaryDirectory("cask-key-prefix-short-active")
+        store = try CaskStore.open(at: short.path, options: options())
+        var n = 0, segments = 1
+        while true {
+            try store.put("drafts/000001/\(1_700_000_000 + n)", Array("v\(n)".utf8))
+            n += 1
+            let count = try StoreFiles.segmentIDs(in: short.path).count
+            if count > segments {
+                segments = count
+                if n > 200 { break }  // the new segment names a prefix: its first record elides it
+            }
+        }
+        try store.put("settings/x", Array("kept".utf8))  // stored whole
+        try store.close()
+        let active = try XCTUnwrap(StoreFiles.segmentIDs(in: short.path).last)
+        let activeBytes = try StoreFiles.read(StoreFiles.segmentPath(short.path, active))
+        XCTAssertLessThan(activeBytes.count, SegmentHeader.maxLength)
+        XCTAssertEqual(try header(of: short.path, segment: active).version, SegmentHeader.versionWithKeyPrefix)
+        for (offset, mask) in [(40, UInt8(0x80)), (41, UInt8(0x01))] {
+            let copy = try SecondReaderTests.copyStore(short.path, hints: true)
+            try StoreFiles.flip(StoreFiles.segmentPath(copy.path, active), at: offset, mask: mask)
+            try SecondReaderTests.compareReaders(copy.path, label: "prefix length flipped at \(offset)")
+            let opened = try CaskStore.open(at: copy.path, options: options())
+            XCTAssertTrue(opened.recoveryReport.truncations.isEmpty, "\(offset): \(opened.recoveryReport)")
+            XCTAssertEqual(opened.recoveryReport.damagedRanges.first?.kind, .segmentHeader, "\(opened.recoveryReport)")
+            XCTAssertEqual(try opened.get("settings/x"), Array("kept".utf8))
+            try opened.close()
+        }
+    }
+
     func testAHintHoldsItsSegmentsPrefixAndIsCheckedAgainstIt() throws {
         let prefix = Array("drafts/".utf8)
         var encoder = HintFile.Encoder(segmentID: 4, keyPrefix: prefix)

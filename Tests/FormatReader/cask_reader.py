@@ -945,6 +945,7 @@ class SegmentHeader:
     def __init__(self):
         self.valid = False        # the header can be used
         self.short = False        # the file is shorter than a header
+        self.short_version_4 = False  # ... than a version 4 header (or all zeros): torn only if active
         self.whole_file = False   # an encrypted store's: an invalid header makes the whole file damage
         self.reason = None        # why it is not valid
         self.length = SEGMENT_HEADER_LENGTH  # where records start
@@ -1037,11 +1038,8 @@ class Reader:
                 h.short = True
                 h.reason = "segment shorter than its header"
                 return h
-            if data[0:8] == SEGMENT_MAGIC and struct.unpack_from("<H", data, 8)[0] == FORMAT_VERSION_KEY_PREFIX \
-                    and crc32c(data, 0, 36) == struct.unpack_from("<I", data, 36)[0] \
-                    and (len(data) < 42 or len(data) < 46 + struct.unpack_from("<H", data, 40)[0]):
-                # A version 4 header cut inside its key prefix.
-                h.short = True
+            if self.torn_version_4(data):
+                h.short = h.short_version_4 = True
                 h.reason = "segment shorter than its header"
                 return h
             length = plain_header_length(data)
@@ -1132,9 +1130,38 @@ class Reader:
                 best = (h.base_seq, segment_id)
         return best[1] if best else (segment_ids[-1] if segment_ids else None)
 
+    @staticmethod
+    def torn_version_4(data):
+        """Whether a file of 40 to 46 + 255 bytes is what a torn creation of a version 4 segment
+        leaves ("Reading a store", rule 4): all zeros, or a header whose checksum at 36 holds, of
+        version 4 with p in 1 ..= 255, cut before 46 + p, and no valid record at any offset from 40
+        (whatever prefix it would need)."""
+        if not SEGMENT_HEADER_LENGTH <= len(data) <= MAX_SEGMENT_HEADER_LENGTH:
+            return False
+        if not any(data):
+            return True
+        if data[0:8] != SEGMENT_MAGIC or struct.unpack_from("<H", data, 8)[0] != FORMAT_VERSION_KEY_PREFIX \
+                or crc32c(data, 0, 36) != struct.unpack_from("<I", data, 36)[0]:
+            return False
+        if len(data) >= 42:
+            p = struct.unpack_from("<H", data, 40)[0]
+            if not 1 <= p <= MAX_KEY_PREFIX or len(data) >= 46 + p:
+                return False
+        for offset in range(SEGMENT_HEADER_LENGTH, len(data)):
+            try:
+                parse_record(data, offset, len(data), None, b"\x00" * MAX_KEY_PREFIX)
+                return False
+            except Invalid:
+                pass
+        return True
+
     def load_segment(self, segment_id, name, data, last, hint_names, header):
         hint_name = "%010d.hint" % segment_id
         has_hint = self.use_hints and hint_name in hint_names
+        if header.short_version_4 and not last:
+            # Only the active segment's creation can be torn: this is a damaged header, and the
+            # records after byte 40 are scanned.
+            header.short = False
         if header.short and (last or not header.whole_file):
             if last:
                 # A torn segment creation: a writer rewrites the header; a reader sees no records.

@@ -258,7 +258,9 @@ package enum HintFile {
               bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(length),
               CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<(length - 4)])) == bytes.readLittleEndian(at: length - 4, as: UInt32.self)
         else { return nil }
-        if length == encryptedHeaderLength, let sealing {
+        // Told by the version, not the length: a plain hint of a 48-byte key prefix is 96 bytes too.
+        let encrypted = isEncrypted(version: bytes.readLittleEndian(at: 8, as: UInt16.self))
+        if encrypted, let sealing {
             guard sealing.segmentSalt.elementsEqual(bytes[40..<56]) else { return nil }
             let cipher = sealing.encryption.cipher(salt: UnsafeRawBufferPointer(rebasing: bytes[56..<72]))
             guard cipher.verify(tag: UnsafeRawBufferPointer(rebasing: bytes[72..<88]), authenticating: UnsafeRawBufferPointer(rebasing: bytes[0..<72]), number: 0)
@@ -266,11 +268,11 @@ package enum HintFile {
         }
         let covered = bytes.readLittleEndian(at: 24, as: UInt64.self)
         // An encrypted segment names no key prefix: the u32 before the checksum is 0.
-        if length == encryptedHeaderLength, bytes.readLittleEndian(at: length - 8, as: UInt32.self) != 0 { return nil }
+        if encrypted, bytes.readLittleEndian(at: length - 8, as: UInt32.self) != 0 { return nil }
         return Summary(
             segmentID: bytes.readLittleEndian(at: 16, as: UInt64.self), coveredLength: Int64(clamping: covered),
             entryCount: bytes.readLittleEndian(at: 32, as: UInt64.self),
-            keyPrefix: length == encryptedHeaderLength ? [] : Array(bytes[44..<(length - 4)]), headerLength: length)
+            keyPrefix: encrypted ? [] : Array(bytes[44..<(length - 4)]), headerLength: length)
     }
 
     /// Validates a whole hint file, then calls `body` for each entry, in record order.

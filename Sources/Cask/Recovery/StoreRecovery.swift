@@ -258,7 +258,10 @@ package struct StoreRecovery {
                 }
                 // Behind a damaged header, the key prefix the hint holds rebuilds the keys of the
                 // records that elide it.
-                if header == nil { reader.takeKeyPrefix(fromHint: keyPrefix) }
+                if header == nil {
+                    reader.takeKeyPrefix(fromHint: keyPrefix)
+                    stats.headerBytes = reader.contentStart
+                }
                 scanFrom = covered
                 settled = settledByHint
                 hintCovers = covered

@@ -5,8 +5,8 @@ import Glibc
 extension SegmentReader {
     /// Opens segment `id` of `directory` read-only and reads it whole: `onOpen` gets the file's
     /// length, its header (nil when invalid) and the key prefix its records are read with (the
-    /// header's; behind a damaged one, the one the segment's hint file holds, if its header's
-    /// checksum holds) first, then `onRecord` each valid record and
+    /// header's; behind a damaged one, the one the segment's hint file holds when the hint is valid,
+    /// as the open takes it) first, then `onRecord` each valid record and
     /// `onDamage` each damaged range, in file order as far as they can be known as they come (see
     /// ``readRecords(from:settled:batch:onRecord:onDamage:onBatch:)``) — a tail that the segment's
     /// hint file shows was lost last. Returns nil, having called nothing, when the file no longer
@@ -34,8 +34,8 @@ extension SegmentReader {
             encryption: encryption, fileSystem: fileSystem)
         let (header, _) = try reader.readHeader()
         if header == nil, encryption == nil, directory.hintedIDs.contains(id),
-           let hint = hintHeader(at: directory.hintPath(id), fileSystem: fileSystem),
-           let summary = hint.withUnsafeBytes({ HintFile.declaredSummary($0) }), summary.segmentID == id {
+           case .read(let hint) = readHint(of: id, segmentLength: length, at: directory.hintPath(id), beyondSegment: false, sealing: nil, fileSystem: fileSystem),
+           let summary = hint.withUnsafeBytes({ HintFile.forEachEntry(in: $0, segmentID: id, segmentLength: length, sealing: nil, keyPrefix: nil) { _ in } }) {
             reader.takeKeyPrefix(fromHint: summary.keyPrefix)
         }
         onOpen(length, header, reader.keyPrefix)

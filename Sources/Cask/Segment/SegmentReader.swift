@@ -153,7 +153,14 @@ package struct SegmentReader: ~Copyable {
     package mutating func readHeader() throws(CaskError) -> (header: SegmentHeader?, damage: DamagedRange?) {
         let length = fileLength
         let headerLength = Int64(encryption == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
-        switch try SegmentHeader.read(fd: fd, path: path, encryption: encryption, fileSystem: fileSystem) {
+        let decoded = try SegmentHeader.read(fd: fd, path: path, encryption: encryption, fileSystem: fileSystem)
+        if isActive, case .failure(let problem) = decoded, try isTornCreation(problem, length: length, headerLength: headerLength) {
+            headerDamage = DamagedRange(
+                kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
+                reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
+            return (nil, headerDamage)
+        }
+        switch decoded {
         case .success(let (header, cipher)):
             if header.segmentID != id {
                 if encryption != nil {
@@ -174,10 +181,6 @@ package struct SegmentReader: ~Copyable {
             throw CaskError.corruptFile(path: path, reason: SegmentHeader.Problem.unknownAlgorithm(code).explanation)
         case .failure(.keyRequired):
             throw CaskError.encryptionKeyRequired(path: path)
-        case .failure(let problem) where isActive && (length <= headerLength || problem == .tooShort):
-            headerDamage = DamagedRange(
-                kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
-                reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
         case .failure(let problem) where encryption != nil:
             markUnreadable("invalid segment header (\(problem.explanation))")
         case .failure(let problem):
@@ -186,6 +189,29 @@ package struct SegmentReader: ~Copyable {
                 reason: "invalid segment header (\(problem.explanation))")
         }
         return (nil, headerDamage)
+    }
+
+    /// Whether an active segment whose header did not decode (`problem`) is one whose creation was
+    /// torn, so that no record can be in it: at most `headerLength` bytes (the header of versions 1
+    /// to 3, or less); or, in a store that is not encrypted, at most a version 4 header's length and
+    /// either all zeros (its length reached the disk, its bytes did not) or a version 4 header cut
+    /// short with no valid record anywhere after byte 40. (The key prefix length that makes it
+    /// short is under no checksum: a record after it means the header was written whole and damaged
+    /// since, and the segment is read as any damaged one is.)
+    private mutating func isTornCreation(_ problem: SegmentHeader.Problem, length: Int64, headerLength: Int64) throws(CaskError) -> Bool {
+        if length <= headerLength { return true }
+        guard encryption == nil, length <= Int64(SegmentHeader.maxLength) else { return false }
+        let bytes = try view(at: 0, count: Int(length))
+        guard bytes.count == Int(length) else { return false }
+        if bytes.allSatisfy({ $0 == 0 }) { return true }
+        guard problem == .tooShort else { return false }
+        for offset in SegmentHeader.length..<bytes.count {
+            // Any record, whatever prefix it would need.
+            if case .success = RecordHeader.validate(UnsafeRawBufferPointer(rebasing: bytes[offset...]), keyPrefixLength: Limits.maxKeyPrefixLength) {
+                return false
+            }
+        }
+        return true
     }
 
     /// Makes the whole file one damaged range, its header's: no record of it is read.

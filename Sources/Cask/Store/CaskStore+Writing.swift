@@ -178,12 +178,14 @@ extension CaskStore {
                 // that the next one names it. If that fails the writer goes on in this one; the
                 // segment's natural seal retries.
                 do throws(CaskError) { try rotate(&w) } catch { w.dictionarySealFailed = true }
+                try w.checkUsable()  // a failed sync while sealing fails the store
             }
             if w.end + records.worstCaseLength > options.maxSegmentSize && w.end > w.active.contentStart {
                 try rotate(&w)
             } else if w.wantsKeyPrefixSeal() {
                 // If that fails the writer goes on in this one, as for a dictionary.
                 do throws(CaskError) { try rotate(&w) } catch {}
+                try w.checkUsable()
             }
             let bufferStart = w.buffer.count, segmentEnd = w.end
             let firstSeq = w.nextSeq
