@@ -70,4 +70,35 @@ final class BatchAssemblerTests: XCTestCase {
             }
         }
     }
+
+    /// The repair judges a batch as the open does: a member whose value does not expand still counts
+    /// (the open indexes it), so dropping it never makes whole a batch with one member too many; and
+    /// a whole batch that loses such a member cannot stay whole once rewritten, so it goes whole.
+    func testTheRepairCountsAMemberItDropsForItsValue() {
+        func items(members seqs: [UInt64], unreadable: UInt64?, count: UInt64) -> [StoreRepair.Item] {
+            var items = seqs.enumerated().map { position, seq in
+                StoreRepair.Item(
+                    offset: 40 + Int64(position) * 20, length: 20, type: .put, flags: RecordFlags.batchMember, seq: seq, batchFirstSeq: 0,
+                    batchCount: nil, dropReason: seq == unreadable ? "LZ4 payload does not expand" : nil)
+            }
+            items.append(StoreRepair.Item(
+                offset: 40 + Int64(seqs.count) * 20, length: 20, type: .batch, flags: 0, seq: count + 1, batchFirstSeq: 1, batchCount: count))
+            return items
+        }
+        // Seven members and a copy of the fourth (eight for a count of seven): none applied, as the
+        // open finds; before, dropping the unreadable copy made the batch whole.
+        var extra = items(members: [1, 2, 3, 4, 4, 5, 6, 7], unreadable: 4, count: 7)
+        extra[4].dropReason = nil
+        extra[3].dropReason = "LZ4 payload does not expand"
+        StoreRepair.dropUnappliedBatches(&extra, tornTail: nil)
+        XCTAssertTrue(extra.allSatisfy { $0.dropReason != nil }, "\(extra.map(\.dropReason))")
+        // Whole, with an unreadable member: it goes whole.
+        var unreadable = items(members: Array(1...7), unreadable: 3, count: 7)
+        StoreRepair.dropUnappliedBatches(&unreadable, tornTail: nil)
+        XCTAssertTrue(unreadable.allSatisfy { $0.dropReason != nil }, "\(unreadable.map(\.dropReason))")
+        // Whole and readable: kept.
+        var whole = items(members: Array(1...7), unreadable: nil, count: 7)
+        StoreRepair.dropUnappliedBatches(&whole, tornTail: nil)
+        XCTAssertTrue(whole.allSatisfy { $0.dropReason == nil }, "\(whole.map(\.dropReason))")
+    }
 }

@@ -153,12 +153,15 @@ extension StoreRepair {
     /// whose batch does not complete, and the commit record of a batch whose members are not all
     /// there. A record the hint rebuilt can complete a batch the segment's damage had broken.
     /// Members inside `tornTail` go with it (the range is reported, not each record). One pass
-    /// decides: a commit record takes its members whether its batch is whole or not.
+    /// decides: a commit record takes its members whether its batch is whole or not. A record
+    /// dropped because its value does not expand still counts as a member, as it does for the open
+    /// (which indexes such a record and fails its read): dropping it must not make whole a batch the
+    /// open found with too many members.
     static func dropUnappliedBatches(_ items: inout [Item], tornTail: DamagedRange?) {
         var assembler = BatchAssembler()
         var applied = Set<Int>()
         var indexAt: [Int64: Int] = [:]
-        for index in items.indices where items[index].dropReason == nil {
+        for index in items.indices {
             let item = items[index]
             if item.flags & RecordFlags.batchMember != 0 {
                 indexAt[item.offset] = index
@@ -169,9 +172,11 @@ extension StoreRepair {
             }
             guard item.type == .batch else { continue }
             switch assembler.commit(firstSeq: item.batchFirstSeq, commitSeq: item.seq, count: item.batchCount) {
-            case .whole(let members):
+            case .whole(let members) where members.allSatisfy({ indexAt[Int64($0.location.offset)].map { items[$0].dropReason == nil } ?? true }):
                 applied.formUnion(members.compactMap { indexAt[Int64($0.location.offset)] })
-            case .incomplete:
+            case .whole, .incomplete:
+                // Incomplete, or whole with a member that is dropped (its value does not expand): it
+                // cannot stay whole once the segment is rewritten.
                 items[index].rebuilt = nil
                 items[index].dropReason = "the commit record of a batch whose members are not all there (never applied)"
                 items[index].dropKind = .uncommittedBatch
