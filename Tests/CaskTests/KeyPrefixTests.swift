@@ -37,6 +37,16 @@ final class KeyPrefixTests: XCTestCase {
         }
     }
 
+    /// A closed store of `users`' drafts (``writeDrafts(_:users:drafts:into:)``), and what must be in it.
+    private func draftStore(_ name: String, users: Range<Int>, drafts: Int) throws -> (TemporaryDirectory, [String: [UInt8]]) {
+        let dir = TemporaryDirectory(name)
+        var model: [String: [UInt8]] = [:]
+        let store = try CaskStore.open(at: dir.path, options: options())
+        try writeDrafts(store, users: users, drafts: drafts, into: &model)
+        try store.close()
+        return (dir, model)
+    }
+
     private func check(_ directory: String, _ model: [String: [UInt8]], options: CaskStore.Options, file: StaticString = #filePath, line: UInt = #line) throws {
         let store = try CaskStore.open(at: directory, options: options)
         defer { try? store.close() }
@@ -218,11 +228,7 @@ final class KeyPrefixTests: XCTestCase {
 
     /// A hint must declare the key prefix length its segment's header gives.
     func testAHintDeclaringAnotherPrefixLengthIsNotUsed() throws {
-        let dir = TemporaryDirectory("cask-key-prefix-hint")
-        var model: [String: [UInt8]] = [:]
-        let store = try CaskStore.open(at: dir.path, options: options())
-        try writeDrafts(store, users: 0..<2, drafts: 100, into: &model)
-        try store.close()
+        let (dir, model) = try draftStore("cask-key-prefix-hint", users: 0..<2, drafts: 100)
         let id = try StoreFiles.segmentIDs(in: dir.path)[1]
         let hintPath = StoreFiles.hintPath(dir.path, id)
         var hint = try StoreFiles.read(hintPath)
@@ -337,9 +343,13 @@ final class KeyPrefixTests: XCTestCase {
             let needsNew = record.withUnsafeBytes { plain in
                 Array("user/7".utf8).withUnsafeBytes { from in
                     Array(to.utf8).withUnsafeBytes { to in
-                        _ = RecordEncoder.appendRecord(
-                            plain: plain, header: header, clearingBatchMember: false, cipher: nil, offset: 0, keyPrefix: (from, to), to: &moved)
-                        return RecordEncoder.needsNewHeader(header, plain: plain, keyPrefix: (from, to))
+                        let needsNew = RecordEncoder.needsNewHeader(header, plain: plain, keyPrefix: (from, to))
+                        if needsNew {
+                            _ = RecordEncoder.appendRekeyed(plain: plain, header: header, clearingBatchMember: false, keyPrefix: (from, to), to: &moved)
+                        } else {
+                            moved.append(plain)
+                        }
+                        return needsNew
                     }
                 }
             }
@@ -424,11 +434,7 @@ final class KeyPrefixTests: XCTestCase {
     /// zeros), is rewritten; one whose prefix length was damaged after records followed is not:
     /// those records stay.
     func testATornVersion4HeaderIsRewrittenButADamagedOneKeepsItsRecords() throws {
-        let dir = TemporaryDirectory("cask-key-prefix-torn")
-        var model: [String: [UInt8]] = [:]
-        var store = try CaskStore.open(at: dir.path, options: options())
-        try writeDrafts(store, users: 0..<2, drafts: 100, into: &model)
-        try store.close()
+        let (dir, model) = try draftStore("cask-key-prefix-torn", users: 0..<2, drafts: 100)
         let last = try XCTUnwrap(StoreFiles.segmentIDs(in: dir.path).last)
         let lastPath = StoreFiles.segmentPath(dir.path, last)
         let lastHeader = try header(of: dir.path, segment: last)
@@ -442,7 +448,7 @@ final class KeyPrefixTests: XCTestCase {
             try StoreFiles.write(path, torn)
             try? FileManager.default.removeItem(atPath: StoreFiles.hintPath(copy.path, last))
             try SecondReaderTests.compareReaders(copy.path, label: "torn after \(torn.count) bytes")
-            store = try CaskStore.open(at: copy.path, options: options())
+            let store = try CaskStore.open(at: copy.path, options: options())
             XCTAssertEqual(store.recoveryReport.truncations.map(\.offset), [0], "\(torn.count): \(store.recoveryReport)")
             XCTAssertTrue(store.recoveryReport.damagedRanges.isEmpty, "\(store.recoveryReport)")
             for (key, value) in model where !lost.contains(key) { XCTAssertEqual(try store.get(key), value, key) }
@@ -452,7 +458,7 @@ final class KeyPrefixTests: XCTestCase {
         // after its header, so that the header seems cut short, or its length out of range: damage,
         // never a torn creation that would cut the records.
         let short = TemporaryDirectory("cask-key-prefix-short-active")
-        store = try CaskStore.open(at: short.path, options: options())
+        let store = try CaskStore.open(at: short.path, options: options())
         var n = 0, segments = 1
         while true {
             try store.put("drafts/000001/\(1_700_000_000 + n)", Array("v\(n)".utf8))

@@ -168,20 +168,23 @@ extension Compactor {
 
     /// Appends the record whose plain form is `plain`, read from a segment whose key prefix is
     /// `keyPrefix`, to `output`'s buffer, as it is to be written at the output's end: byte for byte
-    /// in a store that is not encrypted (unless its batch member flag is to be cleared, or the
-    /// output's key prefix makes it elide other key bytes), sealed with the output's cipher in an
-    /// encrypted one.
+    /// in a store that is not encrypted (unless its batch member flag is to be cleared), with a new
+    /// header when the output's key prefix makes it elide other key bytes, sealed with the output's
+    /// cipher in an encrypted one.
     private func append(
         _ plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, keyPrefix: UnsafeRawBufferPointer, to output: Output
     ) {
         output.keyPrefix.withUnsafeBytes { outputPrefix in
             let prefixes = (from: keyPrefix, to: outputPrefix)
-            guard output.sealing != nil || clearingBatchMember || RecordEncoder.needsNewHeader(header, plain: plain, keyPrefix: prefixes) else {
-                return output.buffer.append(plain)
+            if RecordEncoder.needsNewHeader(header, plain: plain, keyPrefix: prefixes) {
+                _ = RecordEncoder.appendRekeyed(plain: plain, header: header, clearingBatchMember: clearingBatchMember, keyPrefix: prefixes, to: &output.buffer)
+            } else if output.sealing != nil || clearingBatchMember {
+                _ = RecordEncoder.appendRecord(
+                    plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: output.sealing?.cipher, offset: output.length,
+                    to: &output.buffer)
+            } else {
+                output.buffer.append(plain)
             }
-            _ = RecordEncoder.appendRecord(
-                plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: output.sealing?.cipher, offset: output.length,
-                keyPrefix: prefixes, to: &output.buffer)
         }
     }
 

@@ -136,7 +136,7 @@ struct Compactor {
     private func outputKeyPrefix(for inputs: [SegmentFile]) -> [UInt8] {
         let (chooses, fallback) = writer.withLock { w in (w.choosesKeyPrefixes, w.keyPrefixForNewSegments) }
         guard chooses else { return [] }
-        let named = inputs.filter { !$0.keyPrefix.isEmpty }
+        let named = inputs.filter { $0.keyPrefixRecord != nil }
         return named.max { $0.writtenLength.load(ordering: .relaxed) < $1.writtenLength.load(ordering: .relaxed) }?.keyPrefix ?? fallback
     }
 

@@ -70,8 +70,7 @@ package final class RecordEncoder {
                 if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: storedLength) }
                 position += storedLength
                 if let cipher { position = Self.seal(base, headerLength: headerLength, end: position, cipher: cipher, offset: offset) }
-                let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: position - 4))
-                base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+                Self.storeChecksum(base, length: position)
                 length = position
                 return position
             }
@@ -110,6 +109,13 @@ package final class RecordEncoder {
         return position
     }
 
+    /// Stores, in the first 4 bytes of the `length`-byte record at `base`, the crc32c of the rest.
+    @inline(__always)
+    private static func storeChecksum(_ base: UnsafeMutableRawPointer, length: Int) {
+        let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: length - 4))
+        base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+    }
+
     /// Seals bytes `headerLength ..< end` at `base` (a record's key and payload) in place as message
     /// `offset` of `cipher`, the header's bytes after its checksum as associated data, and stores
     /// the tag after them; returns where the record ends.
@@ -125,18 +131,13 @@ package final class RecordEncoder {
     /// as a reader hands them on (``SegmentReader``: decrypted, without a tag) — as it is to be
     /// written at `offset` of a segment: sealed with `cipher` (the segment's; nil for a store that
     /// is not encrypted), and with `clearingBatchMember`, as an ordinary record (a committed batch
-    /// member that compaction copies). Its checksum is computed again. A record read from a segment
-    /// whose key prefix is `keyPrefix.from` and written to one whose prefix is `keyPrefix.to` has
-    /// its key's elided bytes chosen again for the new prefix (its header rewritten when they
-    /// differ; seq, lengths, expiry and payload unchanged). Returns its length.
+    /// member that compaction copies). Its checksum is computed again. Returns its length. (A
+    /// record moving between segments whose key prefixes differ in what it elides goes through
+    /// ``appendRekeyed(plain:header:clearingBatchMember:keyPrefix:to:)`` instead.)
     package static func appendRecord(
         plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, cipher: FileCipher?, offset: Int64,
-        keyPrefix: (from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer), to buffer: inout ByteBuffer
+        to buffer: inout ByteBuffer
     ) -> Int {
-        if needsNewHeader(header, plain: plain, keyPrefix: keyPrefix) {
-            return appendRekeyed(plain: plain, header: header, clearingBatchMember: clearingBatchMember, cipher: cipher, offset: offset,
-                                 keyPrefix: keyPrefix, to: &buffer)
-        }
         let plainLength = header.payloadEnd
         precondition(plain.count >= plainLength)
         var length = 0
@@ -148,8 +149,7 @@ package final class RecordEncoder {
             base.storeBytes(of: flags, toByteOffset: 5, as: UInt8.self)
             length = plainLength
             if let cipher { length = seal(base, headerLength: header.headerLength, end: plainLength, cipher: cipher, offset: offset) }
-            let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: length - 4))
-            base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+            storeChecksum(base, length: length)
             return length
         }
         return length
@@ -169,18 +169,21 @@ package final class RecordEncoder {
         }
     }
 
-    /// ``appendRecord(plain:header:clearingBatchMember:cipher:offset:keyPrefix:to:)`` for a record
-    /// whose header is written again, with the key's elided bytes chosen for `keyPrefix.to`.
-    private static func appendRekeyed(
-        plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool, cipher: FileCipher?, offset: Int64,
+    /// Appends the record whose plain form is `plain`, read from a segment whose key prefix is
+    /// `keyPrefix.from`, as it is to be written in a segment whose prefix is `keyPrefix.to` (of a
+    /// store that is not encrypted: neither names one otherwise), with its key's elided bytes chosen
+    /// for the new prefix (``needsNewHeader(_:plain:keyPrefix:)``) and, with `clearingBatchMember`,
+    /// as an ordinary record: its header written again, seq, lengths, expiry and payload unchanged,
+    /// and checksummed. Returns its length.
+    package static func appendRekeyed(
+        plain: UnsafeRawBufferPointer, header: RecordHeader, clearingBatchMember: Bool,
         keyPrefix: (from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer), to buffer: inout ByteBuffer
     ) -> Int {
-        precondition(plain.count >= header.payloadEnd)
+        precondition(plain.count >= header.payloadEnd && !header.isEncrypted)
         let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadRange])
         return header.withKey(in: plain, prefix: keyPrefix.from) { key in
             let elided = elidedLength(of: key, prefix: keyPrefix.to)
-            var flags = header.flags & ~(RecordFlags.encrypted | RecordFlags.keyPrefix)
-                | (cipher == nil ? 0 : RecordFlags.encrypted) | (elided > 0 ? RecordFlags.keyPrefix : 0)
+            var flags = header.flags & ~RecordFlags.keyPrefix | (elided > 0 ? RecordFlags.keyPrefix : 0)
             if clearingBatchMember { flags &= ~RecordFlags.batchMember }
             var length = 0
             buffer.appendWithUnsafeSpace(Limits.maxRecordOverhead + key.count + payload.count) { space in
@@ -190,14 +193,11 @@ package final class RecordEncoder {
                 var position = writeFields(
                     to: base, seq: header.seq, keyLength: key.count, elided: elided, valueLength: header.valueLength,
                     storedLength: header.isCompressed ? header.storedLength : nil, expiresAt: header.expiresAt)
-                let headerLength = position
                 (base + position).copyMemory(from: key.baseAddress! + elided, byteCount: key.count - elided)
                 position += key.count - elided
                 if let payloadBase = payload.baseAddress { (base + position).copyMemory(from: payloadBase, byteCount: payload.count) }
                 position += payload.count
-                if let cipher { position = seal(base, headerLength: headerLength, end: position, cipher: cipher, offset: offset) }
-                let crc = CRC32C.checksum(of: UnsafeRawBufferPointer(start: base + 4, count: position - 4))
-                base.storeBytes(of: crc.littleEndian, toByteOffset: 0, as: UInt32.self)
+                storeChecksum(base, length: position)
                 length = position
                 return position
             }

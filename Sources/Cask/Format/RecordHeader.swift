@@ -52,13 +52,9 @@ package struct RecordHeader: Equatable, Sendable {
     /// parsed with that prefix's length, so the prefix holds the bytes elided.
     @inline(__always)
     package func withKey<R>(in record: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let stored = UnsafeRawBufferPointer(rebasing: record[storedKeyRange])
-        guard elidedLength > 0 else { return try body(stored) }
-        precondition(elidedLength <= prefix.count, "a record's elided key bytes are its segment's prefix's")
-        return try withUnsafeTemporaryAllocation(byteCount: keyLength, alignment: 1) { whole in
-            whole.copyMemory(from: UnsafeRawBufferPointer(rebasing: prefix[0..<elidedLength]))
-            UnsafeMutableRawBufferPointer(rebasing: whole[elidedLength...]).copyMemory(from: stored)
-            return try body(UnsafeRawBufferPointer(whole))
+        guard elidedLength > 0 else { return try body(UnsafeRawBufferPointer(rebasing: record[storedKeyRange])) }
+        return try withUnsafeTemporaryAllocation(byteCount: keyLength, alignment: 1) { scratch in
+            try body(key(in: record, prefix: prefix, scratch: scratch))
         }
     }
 

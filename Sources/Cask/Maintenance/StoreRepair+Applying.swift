@@ -5,9 +5,6 @@ import Foundation
 
 /// Applying a plan: each step durable before the next.
 extension StoreRepair {
-    /// The key prefix of an encrypted store's segments: none.
-    static var noKeyPrefix: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: nil, count: 0) }
-
     // MARK: Applying
 
     func apply(_ plan: inout Plan, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
@@ -129,8 +126,7 @@ extension StoreRepair {
                         if let newCipher, case .success(let parsed) = bytes.withBytes({ RecordHeader.parse($0, keyPrefixLength: 0) }) {
                             _ = bytes.withBytes { plain in
                                 RecordEncoder.appendRecord(
-                                    plain: plain, header: parsed, clearingBatchMember: false, cipher: newCipher, offset: position,
-                                    keyPrefix: (Self.noKeyPrefix, Self.noKeyPrefix), to: &record)
+                                    plain: plain, header: parsed, clearingBatchMember: false, cipher: newCipher, offset: position, to: &record)
                             }
                         } else {
                             bytes.withBytes { record.append($0) }
@@ -189,7 +185,7 @@ extension StoreRepair {
                 _ = plain.withUnsafeBytes { plainBytes in
                     RecordEncoder.appendRecord(
                         plain: plainBytes, header: header, clearingBatchMember: false, cipher: newCipher,
-                        offset: position + Int64(output.count), keyPrefix: (Self.noKeyPrefix, Self.noKeyPrefix), to: &output)
+                        offset: position + Int64(output.count), to: &output)
                 }
                 at += header.recordLength
                 return true

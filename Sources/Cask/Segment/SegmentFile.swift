@@ -39,14 +39,14 @@ package final class SegmentFile: @unchecked Sendable {
     /// An encrypted segment's cipher (its records are sealed with it) and salt; nil in a store that
     /// is not encrypted.
     package let sealing: SegmentSealing?
-    /// The key prefix the segment's header names (empty for none), which the keys of its records
-    /// flagged ``RecordFlags/keyPrefix`` start with.
-    package let keyPrefix: [UInt8]
     /// The key prefix's length and then its bytes, at an address that lives as long as the file
     /// object: what readers without a reference to it use (``SegmentTable``); nil for none.
     package let keyPrefixRecord: UnsafeRawPointer?
+    /// The key prefix the segment's header names (empty for none), which the keys of its records
+    /// flagged ``RecordFlags/keyPrefix`` start with.
+    package var keyPrefix: [UInt8] { Array(keyPrefixBytes) }
     /// Where the records start: the end of the header.
-    package var contentStart: Int64 { Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefix.count)) }
+    package var contentStart: Int64 { Int64(SegmentHeader.byteCount(encrypted: sealing != nil, keyPrefixLength: keyPrefixBytes.count)) }
 
     /// The key prefix's bytes (empty for none), valid while the file object lives.
     package var keyPrefixBytes: UnsafeRawBufferPointer { Self.keyPrefix(at: keyPrefixRecord) }
@@ -70,7 +70,6 @@ package final class SegmentFile: @unchecked Sendable {
         self.id = id
         self.dictionary = dictionary
         self.sealing = sealing
-        self.keyPrefix = keyPrefix
         if keyPrefix.isEmpty {
             keyPrefixRecord = nil
         } else {

@@ -90,11 +90,6 @@ package struct SegmentReader: ~Copyable {
     package func key(of header: RecordHeader, in bytes: UnsafeRawBufferPointer) -> [UInt8] {
         keyPrefix.withUnsafeBytes { header.key(in: bytes, prefix: $0) }
     }
-
-    /// Calls `body` with the key of a record this reader delivered (valid only during the call).
-    package func withKey<R>(of header: RecordHeader, in bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try keyPrefix.withUnsafeBytes { try header.withKey(in: bytes, prefix: $0, body) }
-    }
     /// Where the records start: the end of the header (40 bytes, or 108 in an encrypted store).
     package private(set) var contentStart: Int64
     /// Set when the whole segment is damage (an encrypted store's segment whose header does not
