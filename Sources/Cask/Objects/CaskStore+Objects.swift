@@ -84,9 +84,11 @@ extension CaskStore {
     /// and otherwise what `get` throws. Never uses the decoded-object cache: for types that are not
     /// `Sendable`, whose decoded values the cache cannot share between threads.
     public func get<T: Decodable>(uncached type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
-        try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
-            try readObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder)?.value
+        var value: T?
+        try Self.withKeyBytes(key) { (keyBytes) throws(CaskError) in
+            _ = try readObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder, into: &value)
         }
+        return value
     }
 
     /// The overload generic code over `T: Decodable` reaches: it works, but cannot use the
@@ -103,9 +105,11 @@ extension CaskStore {
     /// Throws ``CaskError/objectDecodingFailed(key:type:codingPath:reason:)`` when the record does
     /// not decode as `T`, and otherwise what `get` throws.
     public func get<T: Decodable & Sendable>(_ type: T.Type, forKey key: String, coder: ObjectCoder? = nil) throws(CaskError) -> T? {
-        try Self.withContiguousBytes(key.utf8) { (keyBytes) throws(CaskError) in
-            try cachedObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder)
+        var value: T?
+        try Self.withKeyBytes(key) { (keyBytes) throws(CaskError) in
+            try cachedObject(T.self, key: keyBytes, name: key, coder: coder ?? options.objects.coder, into: &value)
         }
+        return value
     }
 
     /// Every key starting with `prefix` whose value decodes as `T`, with its value, sorted bytewise by
@@ -121,8 +125,9 @@ extension CaskStore {
         var result: [(key: String, value: T)] = []
         for key in try keys(prefix: Array(prefix.utf8)) {
             let name = String(decoding: key, as: UTF8.self)
-            let value = try key.withBytes { (keyBytes) throws(CaskError) in try readObject(T.self, key: keyBytes, name: name, coder: coder) }
-            if let value { result.append((name, value.value)) }
+            var value: T?
+            try key.withBytes { (keyBytes) throws(CaskError) in _ = try readObject(T.self, key: keyBytes, name: name, coder: coder, into: &value) }
+            if let value { result.append((name, value)) }
         }
         return result
     }
@@ -139,7 +144,8 @@ extension CaskStore {
         var result: [(key: String, value: T)] = []
         for key in try keys(prefix: Array(prefix.utf8)) {
             let name = String(decoding: key, as: UTF8.self)
-            let value = try key.withBytes { (keyBytes) throws(CaskError) in try cachedObject(T.self, key: keyBytes, name: name, coder: coder) }
+            var value: T?
+            try key.withBytes { (keyBytes) throws(CaskError) in try cachedObject(T.self, key: keyBytes, name: name, coder: coder, into: &value) }
             if let value { result.append((name, value)) }
         }
         return result
@@ -166,9 +172,11 @@ extension CaskStore {
 
     /// The value of `key`, or its default when absent. Throws as ``get(_:forKey:coder:)``.
     public func value<Value>(for key: Key<Value>) throws(CaskError) -> Value {
-        try Self.withContiguousBytes(key.name.utf8) { (keyBytes) throws(CaskError) in
-            try cachedObject(Value.self, key: keyBytes, name: key.name, coder: key.coder ?? options.objects.coder)
-        } ?? key.defaultValue
+        var value: Value?
+        try Self.withKeyBytes(key.name) { (keyBytes) throws(CaskError) in
+            try cachedObject(Value.self, key: keyBytes, name: key.name, coder: key.coder ?? options.objects.coder, into: &value)
+        }
+        return value ?? key.defaultValue
     }
 
     /// Sets `key` to `value`; for an optional value, `nil` deletes the key. Throws as
@@ -197,9 +205,15 @@ extension CaskStore {
     /// The cache entry is stamped with the index location looked up *before* the record is read:
     /// a write racing this read can only make the bytes newer than the stamp, and an entry whose
     /// stamp is older than the key's current location is never served.
-    func cachedObject<T: Decodable & Sendable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder) throws(CaskError) -> T? {
+    ///
+    /// The value is decoded into `value` (left nil when the key is absent), never copied on its way
+    /// out: a copy of a model in generic code retains each of its strings and arrays.
+    func cachedObject<T: Decodable & Sendable>(
+        _ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder, into value: inout T?
+    ) throws(CaskError) {
         guard let cache = objects.cache else {
-            return try readObject(T.self, key: key, name: name, coder: coder)?.value
+            _ = try readObject(T.self, key: key, name: name, coder: coder, into: &value)
+            return
         }
         let location = try state.read { (shared) throws(CaskError) -> RecordLocation? in
             if shared.closed { throw CaskError.closed }
@@ -208,30 +222,39 @@ extension CaskStore {
             if !shared.expiries.isEmpty, shared.expiries.isExpired(key, now: Self.nowMilliseconds()) { return nil }
             return location
         }
-        guard let location else { return nil }
+        guard let location else { return }
         // Unwrapped before the cast: a miss (nil) cast to an Optional `T` would succeed, as `T`'s nil.
         if let cached = cache.value(forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder), let hit = cached as? T {
-            return hit
+            value = hit
+            return
         }
-        guard let (value, size) = try readObject(T.self, key: key, name: name, coder: coder) else { return nil }
-        cache.insert(value, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: size)
-        return value
+        guard let size = try readObject(T.self, key: key, name: name, coder: coder, into: &value), let decoded = value else { return }
+        cache.insert(decoded, forKey: name, at: location, type: ObjectIdentifier(T.self), coder: coder, cost: size)
     }
 
     /// Reads the value of `key` and decodes it where it was read (the segment's mapping or a
     /// buffer on the stack, see ``withValue(_:_:)-(Collection<UInt8>,_)``), with no intermediate
-    /// array; returns it with its encoded size, or nil when the key is absent.
-    func readObject<T: Decodable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder) throws(CaskError) -> (value: T, size: Int)? {
-        var value: T?
+    /// array, into `value`; returns its encoded size, or nil (`value` untouched) when the key is absent.
+    func readObject<T: Decodable>(_ type: T.Type, key: UnsafeRawBufferPointer, name: String, coder: ObjectCoder, into value: inout T?) throws(CaskError) -> Int? {
         var failure: CaskError?
-        var size = 0
+        var size: Int?
         try visitValue(key: key) { bytes in
             size = bytes.count
             do throws(CaskError) { value = try decodeObject(T.self, from: bytes, key: name, coder: coder) } catch { failure = error }
         }
         if let failure { throw failure }
-        guard let value else { return nil }
-        return (value, size)
+        return size
+    }
+
+    /// Calls `body` with the UTF-8 bytes of `key`. Not generic, unlike ``withContiguousBytes(_:_:)``:
+    /// in the object reads, which are not specialized, that one costs metadata lookups per call.
+    static func withKeyBytes(_ key: String, _ body: (UnsafeRawBufferPointer) throws(CaskError) -> Void) throws(CaskError) {
+        var key = key
+        var failure: CaskError?
+        key.withUTF8 { utf8 in
+            do throws(CaskError) { try body(UnsafeRawBufferPointer(utf8)) } catch { failure = error }
+        }
+        if let failure { throw failure }
     }
 
     func decodeObject<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, key: String, coder: ObjectCoder) throws(CaskError) -> T {

@@ -271,14 +271,22 @@ struct MarkdownReport {
             md += "### Coders alone\n\n"
             md += "\(Format.grouped(Double(count))) objects encoded (the coder's bytes returned: `[UInt8]` from `CaskBinaryEncoder.encode`, `Data` from "
             md += "Foundation's), then decoded, by each coder in one worker process, one coder instance each, reused; no I/O. "
-            md += "`plist` is `PropertyListEncoder`/`PropertyListDecoder` in the binary format (what `ObjectCoder.propertyList` uses).\n\n"
+            md += "`plist` is `PropertyListEncoder`/`PropertyListDecoder` in the binary format (what `ObjectCoder.propertyList` uses). "
+            md += "`floor` is no coder to use but the least a Codable one does (Benchmarks/Sources/cask-bench/Workloads/CodableFloor.swift): "
+            md += "the model's own `encode(to:)`/`init(from:)` and values built as a decoder must build them, over a format of bare values with "
+            md += "nothing checked: what Codable itself costs, which no Codable coder goes far below.\n\n"
             md += "| coder | bytes/object | encode ops/s | min – max | Cask ÷ | decode ops/s | min – max | Cask ÷ | allocations per encode / decode |\n"
             md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
             for coder in ObjectsSuite.coderNames {
                 let e = results.summary(coder, "objects_encode", "memory"), d = results.summary(coder, "objects_decode", "memory")
                 guard let any = e ?? d else { continue }
                 let allocations = [e, d].map { $0?.median(of: "allocs_per_op").map { String(format: "%.0f", $0) } ?? "–" }.joined(separator: " / ")
-                let label = coder == "cask" ? "**cask** (binary)" : coder == "json" ? "json (`JSONEncoder`)" : "plist (`PropertyListEncoder`)"
+                let label = switch coder {
+                case "cask": "**cask** (binary)"
+                case "json": "json (`JSONEncoder`)"
+                case "plist": "plist (`PropertyListEncoder`)"
+                default: "floor (Codable alone, no format)"
+                }
                 md += "| \(label) | \(any.median.valueSize) | \(cells(e, encode, coder)) | \(cells(d, decode, coder)) | \(allocations) |\n"
             }
             md += "\n"

@@ -19,7 +19,7 @@ struct Target: Sendable {
     /// The measured value (a ratio, seconds or bytes), nil when the suite did not measure it.
     let value: Double?
     /// How the value was computed, with the medians it came from.
-    let detail: String
+    var detail: String
     let unit: String
     /// Why the verdict does not apply (e.g. the target is for 1M keys and this run had fewer).
     var caveat: String? = nil
@@ -213,11 +213,20 @@ struct Target: Sendable {
                               value: objectGets.flatMap { gets in rawReads.map { gets.opsPerSecond / $0.opsPerSecond } },
                               detail: objectGets.flatMap { gets in rawReads.map { "objects_get \(Format.rate(gets.opsPerSecond)) ÷ readrandom \(Format.rate($0.opsPerSecond)) ops/s" } } ?? "",
                               unit: "×", cask: objectGets?.opsPerSecond, peer: rawReads == nil ? nil : "cask-readrandom", peerValue: rawReads?.opsPerSecond))
+        // The coder `floor` (FloorEncoder: Codable's machinery and the object's own construction,
+        // no format) is the most any Codable coder can reach on the machine: each detail says where it is.
+        func floor(_ workload: String, _ describe: (Summary, Summary) -> String) {
+            guard let floor = results.summary("floor", workload, "memory"), let json = results.summary("json", workload, "memory") else { return }
+            targets[targets.count - 1].detail += "; the Codable floor (coder `floor`): " + describe(floor, json)
+        }
         versus("objects_decode", "memory", "json", metric: "vs_json", name: "objects_decode ÷ `JSONDecoder`", bound: 8)
+        floor("objects_decode") { floor, json in String(format: "%.2f×", floor.opsPerSecond / json.opsPerSecond) }
         versus("objects_encode", "memory", "json", metric: "vs_json", name: "objects_encode ÷ `JSONEncoder`", bound: 8)
+        floor("objects_encode") { floor, json in String(format: "%.2f×", floor.opsPerSecond / json.opsPerSecond) }
         targets.append(Target(workload: "objects_decode", mode: "memory", metric: "allocs_per_op", name: "allocations per decoded profile", kind: .atMost(4),
                               value: results.summary("cask", "objects_decode", "memory")?.median(of: "allocs_per_op"),
                               detail: "heap allocations of the decoding thread ÷ decodes", unit: "allocs"))
+        floor("objects_decode") { floor, _ in floor.median(of: "allocs_per_op").map { String(format: "%.2f allocs", $0) } ?? "?" }
 
         let fill = results.summary("cask", "fillrandom", "nosync")
         let userBytes = Double(num) * Double(KeyBuffer.keyLength + (fill?.median.valueSize ?? 100))

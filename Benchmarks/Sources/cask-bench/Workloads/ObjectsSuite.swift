@@ -14,8 +14,9 @@ import Foundation
 ///   each coder instance reused, as an app would.
 struct ObjectsSuite {
     static let codersWorker = "coders"
-    /// The coders' engine names: `cask` is Cask's binary coder.
-    static let coderNames = ["cask", "json", "plist"]
+    /// The coders' engine names: `cask` is Cask's binary coder; `floor` is no coder anyone would
+    /// use, but the least any Codable coder must do (``FloorEncoder``).
+    static let coderNames = ["cask", "json", "plist", "floor"]
 
     let profiles: ProfileData
     let num: Int
@@ -97,28 +98,33 @@ struct ObjectsSuite {
         let jsonEncoder = JSONEncoder(), jsonDecoder = JSONDecoder()
         let plistEncoder = PropertyListEncoder(), plistDecoder = PropertyListDecoder()
         plistEncoder.outputFormat = .binary
+        let floorEncoder = FloorEncoder(), floorDecoder = FloorDecoder()
 
         // The bytes decoded: the first pool-size objects, encoded before the clock starts.
         let pool = (0..<min(count, ProfileData.poolSize)).map { profiles.profile($0) }
         let binary = try pool.map { try binaryEncoder.encode($0) }
         let json = try pool.map { try jsonEncoder.encode($0) }
         let plist = try pool.map { try plistEncoder.encode($0) }
+        let floor = try pool.map { try floorEncoder.encode($0) }
 
         func check(_ decoded: Profile, _ n: Int, _ coder: String) throws {
             if decoded.id != pool[n % pool.count].id { throw BenchError.check("\(coder) decoded object \(n % pool.count) with another id") }
         }
-        let coders: [(name: String, coder: ObjectCoder, encode: (Int) throws -> Int, decode: (Int) throws -> Void)] = [
+        let floorSize = (floor.reduce(0) { $0 + $1.count } + floor.count / 2) / max(floor.count, 1)
+        let coders: [(name: String, coder: ObjectCoder?, encode: (Int) throws -> Int, decode: (Int) throws -> Void)] = [
             ("cask", .binary, { n in try binaryEncoder.encode(profiles.profile(n)).count },
              { n in try check(try binaryDecoder.decode(Profile.self, from: binary[n % binary.count]), n, "cask") }),
             ("json", .json, { n in try jsonEncoder.encode(profiles.profile(n)).count },
              { n in try check(try jsonDecoder.decode(Profile.self, from: json[n % json.count]), n, "json") }),
             ("plist", .propertyList, { n in try plistEncoder.encode(profiles.profile(n)).count },
              { n in try check(try plistDecoder.decode(Profile.self, from: plist[n % plist.count]), n, "plist") }),
+            ("floor", nil, { n in try floorEncoder.encode(profiles.profile(n)).count },
+             { n in try check(try floorDecoder.decode(Profile.self, from: floor[n % floor.count]), n, "floor") }),
         ]
         // Every coder must give back exactly what it was given.
         for (n, profile) in pool.prefix(1_000).enumerated() {
             let decoded = [try binaryDecoder.decode(Profile.self, from: binary[n]), try jsonDecoder.decode(Profile.self, from: json[n]),
-                           try plistDecoder.decode(Profile.self, from: plist[n])]
+                           try plistDecoder.decode(Profile.self, from: plist[n]), try floorDecoder.decode(Profile.self, from: floor[n])]
             if let wrong = decoded.firstIndex(where: { $0 != profile }) {
                 throw BenchError.check("the \(coders[wrong].name) coder does not round-trip object \(n)")
             }
@@ -149,9 +155,9 @@ struct ObjectsSuite {
                 }
             }
             for (c, coder) in coders.enumerated() {
-                report(coder.name, workload, mode: "memory", count: count, size: try Self.encodedSize(profiles, coder.coder), seconds: seconds[c],
-                       allocations: Double(allocations[c]) / Double(count), dir: nil,
-                       fields: [("coder", Self.coderField(coder.coder)), ("chunks", "\(chunks)")])
+                report(coder.name, workload, mode: "memory", count: count, size: try coder.coder.map { try Self.encodedSize(profiles, $0) } ?? floorSize,
+                       seconds: seconds[c], allocations: Double(allocations[c]) / Double(count), dir: nil,
+                       fields: [("coder", coder.coder.map(Self.coderField) ?? "floor"), ("chunks", "\(chunks)")])
             }
         }
     }
