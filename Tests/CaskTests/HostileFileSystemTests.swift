@@ -234,6 +234,63 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertEqual(try box.outside(), before)
     }
 
+    // MARK: Files that are not the store's
+
+    /// Found by trying the tool on a directory of one's own: every writing command deleted any
+    /// `*.tmp` file and any `NNNNNNNNNN.dict` file in a directory that held no store, and a store's
+    /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
+    /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
+    func testWritersDeleteOnlyTheStoresOwnLeftovers() throws {
+        let foreign = ["notes.tmp", "x.cask.tmp", "0000000007.dict", "draft.hint.tmp", "0000000001.cask.tmp.tmp"]
+        func plant(in directory: String) throws -> [String: Data] {
+            var planted: [String: Data] = [:]
+            for (n, name) in foreign.enumerated() {
+                planted[name] = Data("not Cask's \(n)\n".utf8)
+                try planted[name]!.write(to: URL(fileURLWithPath: directory + "/" + name))
+            }
+            return planted
+        }
+        func check(_ planted: [String: Data], in directory: String, after what: String, file: StaticString = #filePath, line: UInt = #line) {
+            for (name, content) in planted {
+                XCTAssertEqual(try? Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)), content, "\(name) after \(what)", file: file, line: line)
+            }
+        }
+        // A directory that holds no store yet: every writing command, and the library's open.
+        for (name, arguments, input) in try writingCommands(Sandbox()) {
+            let box = try Sandbox()
+            try FileManager.default.removeItem(atPath: box.store)
+            try FileManager.default.createDirectory(atPath: box.store, withIntermediateDirectories: false)
+            let planted = try plant(in: box.store)
+            _ = try cask(arguments, stdin: input)
+            check(planted, in: box.store, after: name)
+        }
+        let box = try Sandbox()
+        let fresh = box.root.appending("fresh")
+        try FileManager.default.createDirectory(atPath: fresh, withIntermediateDirectories: false)
+        var planted = try plant(in: fresh)
+        let store = try CaskStore.open(at: fresh)  // dictionaries on, as by default
+        try store.put("k", Array(repeating: UInt8(ascii: "a"), count: 100))
+        XCTAssertEqual(try store.get("k")?.count, 100)
+        try store.close()
+        check(planted, in: fresh, after: "the library's open")
+        // A store: its own leftovers go, the rest stays, across writable opens and a compaction.
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: box.inStore("0000000009.cask.tmp")))
+        try Data([4]).write(to: URL(fileURLWithPath: box.inStore("COMPACTION.tmp")))
+        planted = try plant(in: box.store)
+        planted.removeValue(forKey: "0000000007.dict")  // a store's unused dictionary file is its own
+        let reopened = try CaskStore.open(at: box.store)
+        try reopened.put("k4", Array("v".utf8))
+        _ = try reopened.compact()
+        try reopened.close()
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: box.store))
+        XCTAssertFalse(names.contains("0000000009.cask.tmp"), "\(names)")
+        XCTAssertFalse(names.contains("COMPACTION.tmp"), "\(names)")
+        check(planted, in: box.store, after: "a writer's open and a compaction")
+        var readOnly = CaskStore.Options()
+        readOnly.readOnly = true
+        XCTAssertEqual(try CaskStore.open(at: box.store, options: readOnly).get("k2"), Array("value of k2".utf8))
+    }
+
     // MARK: Outputs
 
     /// What `cask export` writes for the sandbox's store, to standard output.

@@ -211,6 +211,42 @@ final class ReaderAgreementTests: XCTestCase {
         }
     }
 
+    /// A compaction's output, the newest segment, cut short inside its header: it has a hint file,
+    /// so it was sealed, and every reader reports the loss (found by trying the tool: the open took
+    /// it for a torn creation, and `get`, `list` and `export` read a store without its keys, silently).
+    func testACutHeaderOfASealedNewestSegmentIsDamageToEveryReader() throws {
+        let directory = try makeStore { store in
+            for i in 1...3 { try store.put("k\(i)", Array("v\(i)".utf8)) }
+            try store.put("k1", Array("new".utf8))
+            _ = try store.compact()
+            try store.put("k2", Array("after".utf8))
+        }
+        let listing = try StoreDirectory(listing: directory.path, encryption: nil, fileSystem: PosixFileSystem())
+        let output = try XCTUnwrap(listing.segmentIDs.last)
+        XCTAssertNotEqual(listing.activeSegmentID, output)
+        XCTAssertTrue(listing.hintedIDs.contains(output))
+        let segment = StoreFiles.segmentPath(directory.path, output)
+        let length = try StoreFiles.fileSize(segment)
+        try StoreFiles.truncate(segment, to: 10)
+        let readings = try read(directory.path)  // the reader written from FORMAT.md agrees, with and without hints
+        let name = SegmentName.segment(output)
+        let expected = ["record \(name)@10+\(length - 10)", "segment-header \(name)@0+10"]
+        XCTAssertEqual(readings.verify.sorted(), expected)
+        XCTAssertEqual(readings.inspect, expected)
+        XCTAssertEqual(readings.open, Set(expected))
+        XCTAssertEqual(readings.tool.verify.status, 65)
+        XCTAssertEqual(readings.tool.verify.ranges.sorted(), expected)
+        XCTAssertEqual(readings.tool.list.status, 65, "list warns of what it could not read")
+        XCTAssertEqual(readings.tool.export.status, 65, "export warns of what it could not read")
+        XCTAssertFalse(readings.repairClean)
+        XCTAssertEqual(readings.contents, ["k2": "after"])
+        XCTAssertEqual(readings.tool.list.keys, ["k2"])
+        let (report, contents) = try openWritable(directory.path)
+        XCTAssertEqual(contents, ["k2": "after"])
+        XCTAssertTrue(report.truncations.isEmpty, "\(report)")
+        XCTAssertEqual(try StoreFiles.fileSize(segment), 10, "the damaged output is left as it is")
+    }
+
     /// Item 2: zeros after the last record (at most 2 MiB) are reserved space to every reader; a
     /// leftover temporary file is housekeeping, not damage.
     func testReservedZerosAndLeftoversAreNotDamageToAnyReader() throws {

@@ -419,6 +419,89 @@ final class ToolRecoverTests: XCTestCase {
         }
     }
 
+    /// Found by trying the tool: a byte flipped in one member of an imported batch drops the
+    /// batch (FORMAT.md, "Batches": applied whole or not at all), and `recover` named one lost key
+    /// while it took away 1,000. It names every key it takes away.
+    func testRecoverNamesEveryKeyOfABatchItDrops() throws {
+        let scratch = TemporaryDirectory("cask-recover-batch-keys")
+        defer { scratch.remove() }
+        let input = scratch.appending("in.jsonl"), directory = scratch.appending("store")
+        let lines = (0..<300).map { "{\"key\":\"user/\(1000 + $0)\",\"value\":\"value \($0) of some length\"}" }
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: input))
+        let imported = try cask(["import", directory, "--input", input, "--batch-size", "100"])
+        XCTAssertEqual(imported.status, 0, imported.err)
+        try? FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, 1))
+        let segment = StoreFiles.segmentPath(directory, 1)
+        let records = try StoreFiles.records(ofSegment: segment)
+        let members = records.filter(\.isBatchMember)
+        XCTAssertEqual(members.count, 300)
+        let victim = members[150]  // in the second batch: user/1100 ..< user/1200
+        try StoreFiles.flip(segment, at: victim.offset + victim.length - 1)
+        let run = try cask(["recover", directory, "--dry-run", "--json"])
+        XCTAssertEqual(run.status, 65, run.err)
+        let lost = try XCTUnwrap(try json(run)["lostRecords"] as? [[String: Any]])
+        let keys = Set(lost.compactMap { $0["key"] as? String })
+        let batch = Set((100..<200).map { "user/\(1000 + $0)" })
+        XCTAssertEqual(keys.subtracting([String(decoding: victim.key, as: UTF8.self)]), batch.subtracting([String(decoding: victim.key, as: UTF8.self)]), "\(lost)")
+        XCTAssertTrue(lost.filter { $0["key"] as? String != String(decoding: victim.key, as: UTF8.self) }.allSatisfy { $0["verified"] as? Bool == true })
+    }
+
+    /// Found by trying the tool: the active segment's last record, whole but damaged, is a torn
+    /// tail (FORMAT.md, rule 4), and `put` cut it without a word. Every writing command now says
+    /// what its open cut: file, offset and length.
+    func testWritingCommandsSayWhatTheirOpenCut() throws {
+        let scratch = TemporaryDirectory("cask-tool-torn-note")
+        defer { scratch.remove() }
+        for command in [["put", "new"], ["delete", "k1"], ["compact"]] {
+            let directory = scratch.appending(command[0])
+            let store = try CaskStore.open(at: directory)
+            for i in 1...3 { try store.put("k\(i)", Array("value \(i)".utf8)) }
+            try store.close()
+            try? FileManager.default.removeItem(atPath: StoreFiles.hintPath(directory, 1))
+            let segment = StoreFiles.segmentPath(directory, 1)
+            let last = try XCTUnwrap(try StoreFiles.records(ofSegment: segment).last)
+            try StoreFiles.flip(segment, at: last.end - 1)
+            let run = try cask([command[0], directory] + command.dropFirst(), stdin: Data("v".utf8))
+            XCTAssertEqual(run.status, 0, "\(command): \(run.err)")
+            XCTAssertTrue(run.err.contains("note: opening \(directory) cut the torn tail of \(segment): \(last.length) bytes at offset \(last.offset) ("), "\(command): \(run.err)")
+        }
+    }
+
+    /// Found by trying the tool: `--backup` named an empty directory inside the store, and the
+    /// repair copied the damaged files there, into the store it repairs. Refused, as `backup` and
+    /// `export --output` refuse a path inside the store; nothing is changed.
+    func testABackupDirectoryInsideTheStoreIsRefused() throws {
+        let fixture = try makeFixture(seed: 5)
+        let scratch = TemporaryDirectory("cask-recover-inside")
+        defer { scratch.remove() }
+        let directory = scratch.appending("store")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        try StoreFiles.copy(from: fixture.path, to: directory)
+        let segment = StoreFiles.segmentPath(directory, try XCTUnwrap(fixture.sealed.first))
+        try StoreFiles.flip(segment, at: 60, mask: 0x10)
+        let damaged = try StoreFiles.snapshot(directory).filter { $0.key != SegmentName.lockFile }
+        func files() throws -> [String: [UInt8]] {  // the store's files, the directory `sub` and the lock aside
+            var files: [String: [UInt8]] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name != "sub" && name != SegmentName.lockFile {
+                files[name] = try StoreFiles.read(directory + "/" + name)
+            }
+            return files
+        }
+        try FileManager.default.createDirectory(atPath: directory + "/sub", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: scratch.appending("link"), withDestinationPath: directory)
+        for backup in [directory + "/sub", directory + "/new", scratch.appending("link") + "/other", directory] {
+            let run = try cask(["recover", directory, "--backup", backup])
+            XCTAssertNotEqual(run.status, 0, "\(backup): \(run.out)")
+            XCTAssertTrue(run.err.contains(backup == directory ? "other than the store's" : backup), "\(backup): \(run.err)")
+            XCTAssertTrue(try files() == damaged, "\(backup): the store changed")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory + "/sub"), [], backup)
+        }
+        let outside = scratch.appending("backup")
+        let run = try cask(["recover", directory, "--backup", outside])
+        XCTAssertEqual(run.status, 0, "\(run.out) \(run.err)")
+        XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+    }
+
     func testDamagedDeleteIsRebuiltFromAConsistentHintAndReportedWithoutOne() throws {
         let fixture = try makeFixture(seed: 5)
         // A delete in a sealed segment that hides an older put: dropping it would bring the put back.

@@ -292,6 +292,51 @@ final class TornWriteTests: XCTestCase {
         }
     }
 
+    /// The newest segment when it has a hint file was sealed (a hint is written only then): a header
+    /// of it cut short or zeroed is damage, reported by every open, never a torn creation that a
+    /// writer's open rewrites. Found by trying the tool: a compaction's output (the newest id) cut
+    /// to 10 bytes read as a store without its keys, with no warning, and the next `put` wrote a new
+    /// header over it.
+    func testACutHeaderOfASealedNewestSegmentIsDamage() throws {
+        let fixture = try makeFixture(seed: 0x7048)
+        defer { fixture.dir.remove() }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.hintPath(fixture.dir.path, fixture.lastID)))
+        let zeros = [UInt8](repeating: 0, count: SegmentHeader.length)
+        let original = try StoreFiles.read(fixture.lastPath)
+        let variants: [(String, [UInt8])] = [
+            ("cut to 0 bytes", []), ("cut to 10 bytes", Array(original.prefix(10))), ("cut to 39 bytes", Array(original.prefix(39))),
+            ("a zeroed header, nothing after", zeros),
+        ]
+        let model = StoreFiles.replay(fixture.earlier)
+        for (name, bytes) in variants {
+            let scratch = TemporaryDirectory("cask-sealed-header")
+            defer { scratch.remove() }
+            try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+            let path = scratch.appending(SegmentName.segment(fixture.lastID))
+            try StoreFiles.write(path, bytes)
+
+            let reader = try CaskStore.open(at: scratch.path, options: .readOnly)
+            XCTAssertTrue(reader.recoveryReport.damagedRanges.contains { $0.file == path }, "\(name), read-only: \(reader.recoveryReport)")
+            assertStore(reader, matches: model, "\(name), read-only")
+            try reader.close()
+
+            let store = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
+            XCTAssertTrue(store.recoveryReport.damagedRanges.contains { $0.file == path }, "\(name): \(store.recoveryReport)")
+            XCTAssertFalse(store.recoveryReport.truncations.contains { $0.file == path }, "\(name): \(store.recoveryReport)")
+            assertStore(store, matches: model, name)
+            try store.put("after-damage", [4, 2])
+            try store.close()
+            XCTAssertEqual(try StoreFiles.read(path), bytes, "\(name): the damaged segment was written to")
+
+            let again = try CaskStore.open(at: scratch.path, options: .smallSegmentsWithoutHints())
+            XCTAssertTrue(again.recoveryReport.damagedRanges.contains { $0.file == path }, "\(name), reopened: \(again.recoveryReport)")
+            var expected = model
+            expected[Array("after-damage".utf8)] = [4, 2]
+            assertStore(again, matches: expected, "\(name), reopened")
+            try again.close()
+        }
+    }
+
     // MARK: Hints of a cut segment
 
     /// A hint that covers more than its segment (the segment lost its tail: a hint is written only

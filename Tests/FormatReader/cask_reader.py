@@ -1012,7 +1012,7 @@ class Reader:
         for segment_id in segment_ids:
             with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
                 headers[segment_id] = self.examine_header(segment_id, f.read(MAX_SEGMENT_HEADER_LENGTH))
-        active = self.active_segment(segment_ids, headers)
+        active = self.active_segment(segment_ids, headers, hint_names)
         for segment_id in segment_ids:
             last = segment_id == active
             name = "%010d.cask" % segment_id
@@ -1116,14 +1116,15 @@ class Reader:
                 h.dictionary = (dictionary_id, bytes(data[72:88]))
         return h
 
-    def active_segment(self, segment_ids, headers):
+    def active_segment(self, segment_ids, headers, hint_names):
         """The segment a writer appends to: the highest base seq (ties: highest id); a newest
-        segment whose header is not valid can only be one whose creation was torn."""
+        segment whose header is not valid can only be one whose creation was torn, unless it has
+        a hint file (it was sealed: its header is damage)."""
         best = None
         for segment_id in segment_ids:
             h = headers[segment_id]
             if not h.valid:
-                if segment_id == segment_ids[-1]:
+                if segment_id == segment_ids[-1] and "%010d.hint" % segment_id not in hint_names:
                     return segment_id
                 continue
             if best is None or (h.base_seq, segment_id) > best:
@@ -1155,6 +1156,16 @@ class Reader:
                 pass
         return True
 
+    def lost_tail(self, hint, segment_id, name, segment_length, header):
+        """Rule 5, lost tails: a hint whose header holds (and, encrypted, names this very segment
+        file) and covers more than the segment says the records past its end were lost."""
+        try:
+            _version, _blocks, hint_segment, covered, _entries, segment_salt, _cipher, _prefix, _length = hint_header(hint, self.encryption)
+        except Invalid:
+            return
+        if hint_segment == segment_id and segment_salt == header.salt and covered > segment_length:
+            self.damage(name, segment_length, covered, "the segment lost its tail", "record")
+
     def load_segment(self, segment_id, name, data, last, hint_names, header):
         hint_name = "%010d.hint" % segment_id
         has_hint = self.use_hints and hint_name in hint_names
@@ -1168,6 +1179,13 @@ class Reader:
                 self.summary["torn_segment"] = {"file": name, "length": len(data)}
             else:
                 self.damage(name, 0, len(data), "sealed segment shorter than its header", "segment-header")
+                if has_hint:
+                    # Its hint is not used (there is no header to check it against), and rule 5
+                    # applies: the records it lists past the end were lost.
+                    with open(os.path.join(self.directory, hint_name), "rb") as f:
+                        hint = f.read()
+                    self.summary["hints_ignored"].append({"file": hint_name, "reason": "its segment is shorter than a header"})
+                    self.lost_tail(hint, segment_id, name, len(data), header)
             return
         if header.whole_file and not header.valid:
             if last and len(data) <= header.length:
@@ -1204,15 +1222,7 @@ class Reader:
                 covered, entries, hint_prefix = parse_hint(hint, segment_id, len(data), header, self.encryption)
             except Invalid as error:
                 self.summary["hints_ignored"].append({"file": hint_name, "reason": str(error)})
-                # Rule 5, lost tails: a hint whose header holds (and, encrypted, names this very
-                # segment file) and covers more than the segment.
-                try:
-                    _version, _blocks, hint_segment, covered, _entries, segment_salt, _cipher, _prefix, _length = hint_header(hint, self.encryption)
-                except Invalid:
-                    pass
-                else:
-                    if hint_segment == segment_id and segment_salt == header.salt and covered > len(data):
-                        self.damage(name, len(data), covered, "the segment lost its tail", "record")
+                self.lost_tail(hint, segment_id, name, len(data), header)
             else:
                 if not header.valid and hint_prefix:
                     # Behind a damaged header, the key prefix the hint holds: the header was the

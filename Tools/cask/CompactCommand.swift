@@ -41,7 +41,7 @@ struct CompactCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: false, automaticCompaction: false)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: false, automaticCompaction: false, output: output)
         // Damage the open found (its segments are never compacted), then what compacting finds.
         var damage = store.recoveryReport.damagedRanges
         let before = try DiskUsage.bytes(of: directory)

@@ -22,7 +22,7 @@ struct DeleteCommand: Subcommand {
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
-        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: false)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: false, output: output)
         let existed = try CaskError.wrap { () throws(CaskError) in try store.delete(key) }
         try StoreAccess.close(store)
         guard existed else {

@@ -66,7 +66,7 @@ struct ImportCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         let input = try ImportInput(path: inputPath)
         let checked = try check(input, output)
-        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true, output: output)
         let batches: Int
         do throws(ToolError) { batches = try apply(input, checked, to: store, output) } catch {
             try? store.close()

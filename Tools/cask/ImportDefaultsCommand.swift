@@ -116,7 +116,7 @@ struct ImportDefaultsCommand: Subcommand {
             if let mixedKinds { mixed.append(.init(name: name, reason: mixedKinds.description)) }
         }
         if !batch.isEmpty {
-            let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true)
+            let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true, output: output)
             do throws(CaskError) {
                 try store.write(batch)
             } catch {

@@ -25,7 +25,7 @@ struct PutCommand: Subcommand {
     func run(_ output: Output) throws(ToolError) -> ExitCode {
         // Read first, so the lock is held only for the write itself.
         let value = try StandardInput.readAll(limit: CaskStore.Options().maxValueSize)
-        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true)
+        let store = try StoreAccess.openForWriting(directory, encryption: encryption, createIfMissing: true, output: output)
         try CaskError.wrap { () throws(CaskError) in try store.put(key, value) }
         try StoreAccess.close(store)
         return .success

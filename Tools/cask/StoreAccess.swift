@@ -18,15 +18,22 @@ enum StoreAccess {
     }
 
     /// Takes the store's lock; fails with the holder's pid while another process writes. A store
-    /// created here (`createIfMissing`) is encrypted when `encryption` holds a key.
+    /// created here (`createIfMissing`) is encrypted when `encryption` holds a key. A torn tail the
+    /// open cut (FORMAT.md, rule 4: bytes after the active segment's last valid record, which a
+    /// write that did not finish leaves) is said on standard error, file, offset and length: the
+    /// command goes on, but nothing is discarded without a word.
     static func openForWriting(
-        _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true
+        _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true, output: Output
     ) throws(ToolError) -> CaskStore {
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
         options.automaticCompaction = automaticCompaction
         options.encryption = encryption
-        return try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
+        let store = try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
+        for cut in store.recoveryReport.truncations {
+            output.error("note: opening \(directory) cut the torn tail of \(cut.file): \(cut.bytesRemoved) bytes at offset \(cut.offset) (\(cut.reason))\n")
+        }
+        return store
     }
 
     /// Whether the open of `store` skipped damage — anything but a torn tail, which a read-only

@@ -58,28 +58,12 @@ struct BackupWriter {
         guard fileSystem.isDirectory(parent) == true else {
             throw CaskError.io(operation: "back up into (the directory to hold the backup must exist)", path: parent, errno: .noEntry)
         }
-        let storeIdentity = try directoryIdentity(store)
-        // Up through `..` on the disk rather than through the path's text, so that links and a
-        // relative path are followed as the kernel follows them; the root is its own parent.
-        var path = parent
-        var below: FileIdentity?
-        for _ in 0..<1024 {
-            let identity = try directoryIdentity(path)
-            if identity == storeIdentity {
-                throw CaskError.io(operation: "back up into a directory inside the store", path: destination, errno: .invalidArgument)
-            }
-            if identity == below { return }
-            below = identity
-            path += "/.."
+        let inside: Bool
+        do { inside = try fileSystem.directory(parent, isWithin: store) } catch {
+            throw CaskError.from(error, operation: "open directory", path: parent, reading: true)
         }
-    }
-
-    private func directoryIdentity(_ path: String) throws(CaskError) -> FileIdentity {
-        do throws(Errno) {
-            let directory = try fileSystem.openFile(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
-            return try fileSystem.identity(directory.descriptor)
-        } catch {
-            throw CaskError.from(error, operation: "open directory", path: path, reading: true)
+        if inside {
+            throw CaskError.io(operation: "back up into a directory inside the store", path: destination, errno: .invalidArgument)
         }
     }
 

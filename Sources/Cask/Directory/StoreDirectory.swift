@@ -33,7 +33,9 @@ package struct StoreDirectory {
     /// Segments a valid manifest retires that are still present.
     package private(set) var retiredIDs: [UInt64] = []
     /// The active segment (FORMAT.md): the one with the highest base seq, ties to the highest id; a
-    /// newest segment whose header is invalid (a torn creation) is the active one. Nil without segments.
+    /// newest segment whose header is invalid (a torn creation) is the active one, unless it has a
+    /// hint file (a hint is written once a segment is sealed: its header is damage, not a torn
+    /// creation). Nil without segments.
     package private(set) var activeSegmentID: UInt64?
     /// Segments (of ``segmentIDs``) that have a hint file.
     package private(set) var hintedIDs: Set<UInt64> = []
@@ -42,7 +44,9 @@ package struct StoreDirectory {
     /// Hint files whose segment is neither present nor retired, by the id in their name.
     package private(set) var orphanHintIDs: [UInt64] = []
     package private(set) var manifest: Manifest?
-    /// Leftover `*.tmp` files of an interrupted write (a writer's open removes them).
+    /// Leftover temporary files of an interrupted write: one of the store's own names (a
+    /// segment's, a hint's, a dictionary's, `COMPACTION`, `ENCRYPTION`, `REKEYED`, `LOCK`) and
+    /// `.tmp` (a writer's open removes them). Any other `*.tmp` is not the store's, and is left alone.
     package private(set) var leftovers: [String] = []
     package private(set) var strays: [StrayFile] = []
     /// Whether a `REKEYED` file is there: a key change was interrupted after its swap.
@@ -101,7 +105,7 @@ package struct StoreDirectory {
         let present = Set(segments), retired = Set(retiredIDs)
         hintedIDs = Set(hints.filter { present.contains($0) })
         orphanHintIDs = hints.filter { !present.contains($0) && !retired.contains($0) }.sorted()
-        activeSegmentID = try Self.activeSegment(of: segments, directory: self, encryption: encryption, fileSystem: fileSystem)
+        activeSegmentID = try Self.activeSegment(of: segments, sealed: hintedIDs, directory: self, encryption: encryption, fileSystem: fileSystem)
     }
 
     // MARK: Names
@@ -111,7 +115,8 @@ package struct StoreDirectory {
     }
 
     /// Whether `name` is one a store's own files have (segment, hint, dictionary, `LOCK`,
-    /// `COMPACTION`, `ENCRYPTION`, `REKEYED`, a leftover `.tmp`): what may be deleted with a whole store.
+    /// `COMPACTION`, `ENCRYPTION`, `REKEYED`, a leftover `.tmp` of one of those): what may be deleted
+    /// with a whole store.
     package static func isStoreFileName(_ name: String) -> Bool {
         switch classify(name) {
         case .segment, .hint, .dictionary, .manifest, .lock, .encryption, .rekeyMarker, .leftover: true
@@ -125,7 +130,12 @@ package struct StoreDirectory {
         if name == SegmentName.lockFile { return .lock }
         if name == EncryptionFile.fileName { return .encryption }
         if name == SegmentName.rekeyMarker { return .rekeyMarker }
-        if name.hasSuffix(".tmp") { return .leftover }
+        if name.hasSuffix(".tmp") {
+            switch classify(String(name.dropLast(4))) {
+            case .segment, .hint, .dictionary, .manifest, .lock, .encryption, .rekeyMarker: return .leftover
+            case .leftover, .stray, .other: return .other
+            }
+        }
         let kinds: [(suffix: String, what: String, name: (UInt64) -> Name)] = [
             (SegmentName.segmentExtension, "segment", Name.segment), (SegmentName.hintExtension, "hint file", Name.hint),
             (SegmentName.dictionaryExtension, "dictionary", Name.dictionary),
@@ -197,7 +207,7 @@ package struct StoreDirectory {
     /// segment the active one, whose end a writer's open would then cut); one that a compaction
     /// removed since the listing is left out.
     private static func activeSegment(
-        of ids: [UInt64], directory: StoreDirectory, encryption: StoreEncryption?, fileSystem: any FileSystem
+        of ids: [UInt64], sealed: Set<UInt64>, directory: StoreDirectory, encryption: StoreEncryption?, fileSystem: any FileSystem
     ) throws(CaskError) -> UInt64? {
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         for id in ids {
@@ -209,14 +219,15 @@ package struct StoreDirectory {
             }
             headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, encryption: encryption, fileSystem: fileSystem)))
         }
-        return ids.last.flatMap { activeSegment(among: headers, newest: $0) }
+        return ids.last.flatMap { activeSegment(among: headers, newest: $0, newestIsSealed: sealed.contains($0)) }
     }
 
     /// The rule of ``activeSegment``, on the segments' ids and base seqs (nil: a header that is
-    /// not valid) and the newest id listed: that one if its header is invalid, else the highest
-    /// base seq, ties to the highest id. Also how a backup knows which segment its copy appends to.
-    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64) -> UInt64 {
-        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newest }
+    /// not valid) and the newest id listed: that one if its header is invalid and it has no hint
+    /// file (`newestIsSealed`), else the highest base seq, ties to the highest id. Also how a
+    /// backup knows which segment its copy appends to.
+    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64, newestIsSealed: Bool) -> UInt64 {
+        if !newestIsSealed, headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newest }
         var best: (baseSeq: UInt64, id: UInt64)?
         for case let (id, baseSeq?) in headers where best.map({ (baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true {
             best = (baseSeq, id)

@@ -93,6 +93,27 @@ extension FileSystem {
         return try fileSize(file.descriptor)
     }
 
+    /// Whether the directory `path` is the directory `ancestor` or lies below it, found by walking
+    /// up through `..` on the disk rather than through the path's text (links and relative paths
+    /// count as the kernel follows them; the root is its own parent). O(depth) opens.
+    package func directory(_ path: String, isWithin ancestor: String) throws(Errno) -> Bool {
+        func identity(of directory: String) throws(Errno) -> FileIdentity {
+            let opened = try openFile(directory, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+            return try self.identity(opened.descriptor)
+        }
+        let target = try identity(of: ancestor)
+        var current = path
+        var below: FileIdentity?
+        for _ in 0..<1024 {
+            let here = try identity(of: current)
+            if here == target { return true }
+            if here == below { return false }
+            below = here
+            current += "/.."
+        }
+        return false
+    }
+
     package func allocate(_ fd: Int32, offset: Int64, length: Int64) throws(Errno) { throw Errno.notSupported }
     package func supportsMappedWrites(in directory: String) -> Bool { false }
 }

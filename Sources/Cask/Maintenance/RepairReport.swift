@@ -66,9 +66,10 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// A record inside a damaged range whose identity is known: from the segment's hint file (which
-    /// agreed with every intact record of the segment, so it is trusted), or — unverified — from
-    /// the damaged bytes themselves, whose header still parses.
+    /// A record the repair takes away whose identity is known: an intact record it drops (a member
+    /// of a batch never applied, a value that does not expand), a record inside a damaged range that
+    /// the segment's hint file names (the hint agreed with every intact record of the segment, so it
+    /// is trusted), or — unverified — one whose damaged bytes still parse as a header.
     public struct LostRecord: Sendable, Equatable, CustomStringConvertible {
         /// The segment file's path.
         public var file: String
@@ -98,7 +99,7 @@ public struct RepairReport: Sendable, Equatable, CustomStringConvertible {
     public var bytesChecked: Int64 = 0
     /// In the order they are (or would be) made.
     public var changes: [Change] = []
-    /// Records lost with damaged ranges, where their identity is known (see ``LostRecord``).
+    /// Records the repair takes away, where their identity is known (see ``LostRecord``).
     public var lostRecords: [LostRecord] = []
     /// Files that are not part of the store (names that look like a store's but are not one), each
     /// `path: why`: left alone, as every reader leaves them.

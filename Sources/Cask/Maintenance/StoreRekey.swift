@@ -140,8 +140,12 @@ extension CaskStore {
         path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
-    /// Writes every entry of `store` into a new store in `directory` under `encryption`, in batches,
-    /// and closes it (everything synced). Returns the entries copied.
+    /// Writes every entry of `store` into a new store in `directory` under `encryption`, each as a
+    /// record of its own, and closes it (everything synced). Returns the entries copied.
+    ///
+    /// Not in atomic batches: the new store takes the old one's place only once it is whole (the
+    /// swap), so a batch would buy nothing, and would cost much — a batch is applied whole or not at
+    /// all, so a byte of one member damaged later would lose every entry of its batch, not one.
     private static func copyEntries(
         of store: CaskStore, into directory: String, encryption: Encryption, progress: ((Progress) -> Void)?
     ) throws(CaskError) -> Int {
@@ -157,20 +161,13 @@ extension CaskStore {
             progress?(Progress(phase: .rekeying, done: done, total: total))
         }
         report(0)
-        var batch = WriteBatch(), batchBytes = 0, copied = 0
+        var copied = 0
         do {
             try store.forEachEntry { key, value, expiresAt in
-                if let expiresAt { batch.put(key, value, expiresAtMilliseconds: expiresAt) } else { batch.put(key, value) }
-                batchBytes += key.count + value.count
+                if let expiresAt { try copy.put(key, value, expiresAtMilliseconds: expiresAt) } else { try copy.put(key, value) }
                 copied += 1
-                if batch.count >= 4096 || batchBytes >= 4 << 20 {
-                    try copy.write(batch)
-                    batch = WriteBatch()
-                    batchBytes = 0
-                    if Int64(copied) - reported >= max(1, total / 100) { report(Int64(copied)) }
-                }
+                if Int64(copied) - reported >= max(1, total / 100) { report(Int64(copied)) }
             }
-            if batch.count > 0 { try copy.write(batch) }
         } catch let error as CaskError {
             try? copy.close()
             throw error

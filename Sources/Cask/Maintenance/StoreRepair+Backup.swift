@@ -41,7 +41,13 @@ extension StoreRepair {
     }
 
     /// Copies `names` from the store directory into `backup` (created, or empty), durably.
+    /// Refuses a backup directory that is the store or lies inside it (the repair would copy files
+    /// into the store it changes).
     func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
+        let existing = fileSystem.isDirectory(backup) == true ? backup : CaskStore.parent(of: backup)
+        if (try? fileSystem.directory(existing, isWithin: directory)) == true {
+            throw CaskError.io(operation: "create backup directory (it must lie outside the store)", path: backup, errno: .invalidArgument)
+        }
         do throws(Errno) {
             switch fileSystem.isDirectory(backup) {
             case .some(true):

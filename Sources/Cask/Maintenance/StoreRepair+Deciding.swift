@@ -23,12 +23,14 @@ extension StoreRepair {
         var dropReason: String?
         /// What a dropped record is: damaged (a value that does not decompress), or part of a batch never applied.
         var dropKind = DamagedRange.Kind.record
+        /// The key of a record read from the segment (nil for one rebuilt from the hint, never dropped).
+        var key: [UInt8]? = nil
     }
 
     func planSegment(_ segment: SegmentAnalysis, nextSeq: UInt64, into plan: inout Plan) {
         var items = segment.records.map { record in
             Item(offset: record.offset, length: record.length, type: record.type, flags: record.flags, seq: record.seq,
-                 batchFirstSeq: record.batchFirstSeq, batchCount: record.batchCount, dropReason: record.payloadProblem)
+                 batchFirstSeq: record.batchFirstSeq, batchCount: record.batchCount, dropReason: record.payloadProblem, key: record.key)
         }
         var lost = segment.suspected
         for entry in segment.hinted {
@@ -58,6 +60,12 @@ extension StoreRepair {
                     kind: item.dropKind, file: segment.path, segmentID: segment.id,
                     offset: item.offset, length: item.length, reason: "\(item.type) record, seq \(item.seq): \(reason)"))
                 recordsDropped += 1
+                // An intact record dropped (a member of a batch never applied, a value that does not
+                // expand) is named by its key, as a record lost in a damaged range is when a hint
+                // names it: whoever runs the repair sees every key it takes away.
+                if let key = item.key, item.type != .batch {
+                    lost.append(.init(file: segment.path, offset: item.offset, type: item.type, seq: item.seq, key: key, verified: true))
+                }
             } else if let bytes = item.rebuilt {
                 pieces.append(.bytes(bytes))
                 recordsRestored += 1

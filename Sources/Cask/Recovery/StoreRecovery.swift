@@ -78,8 +78,12 @@ package struct StoreRecovery {
 
     private func runOnce() throws(CaskError) -> Result {
         let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
+        // A directory with no segment holds no store yet (a store's first open creates its first
+        // segment before anything else): its files are not the store's, whatever their names. A
+        // writer's open deletes none of them and adopts no dictionary among them.
+        let holdsStore = !listing.segmentIDs.isEmpty || !listing.retiredIDs.isEmpty
         if writable {
-            for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
+            if holdsStore { for name in listing.leftovers { try? fileSystem.unlink(path(name)) } }
             if listing.hasRekeyMarker { CaskStore.finishRekey(of: directory, fileSystem: fileSystem) }
         }
         var manifestProblem: DamagedRange?
@@ -108,8 +112,8 @@ package struct StoreRecovery {
             result.report.truncations = carriedTruncations
             result.report.invalidHints = distrustedHints
             result.report.ignoredFiles = listing.ignoredFiles
-            result.dictionaryFiles = listing.dictionaryIDs
-            dictionaries.noteListed(listing.dictionaryIDs)
+            result.dictionaryFiles = holdsStore ? listing.dictionaryIDs : []
+            dictionaries.noteListed(listing.dictionaryIDs)  // so that a new dictionary takes another id
             if let manifestProblem { result.report.damagedRanges.append(manifestProblem) }
             result.index.reserve(hintedEntries(ids.filter { hinted.contains($0) }))
             result.scanSizing = ScanSizing(bytesToScan: unhintedBytes(ids.filter { !hinted.contains($0) }), index: result.index)
