@@ -241,7 +241,8 @@ final class HostileFileSystemTests: XCTestCase {
     /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
     /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
     func testWritersDeleteOnlyTheStoresOwnLeftovers() throws {
-        let foreign = ["notes.tmp", "x.cask.tmp", "0000000007.dict", "draft.hint.tmp", "0000000001.cask.tmp.tmp"]
+        // The last two are named as a store's own files are: in a directory with no store, still not its own.
+        let foreign = ["notes.tmp", "x.cask.tmp", "draft.hint.tmp", "0000000001.cask.tmp.tmp", "0000000007.dict", "0000000003.hint.tmp"]
         func plant(in directory: String) throws -> [String: Data] {
             var planted: [String: Data] = [:]
             for (n, name) in foreign.enumerated() {
@@ -256,13 +257,20 @@ final class HostileFileSystemTests: XCTestCase {
             }
         }
         // A directory that holds no store yet: every writing command, and the library's open.
-        for (name, arguments, input) in try writingCommands(Sandbox()) {
+        for index in try writingCommands(Sandbox()).indices {
             let box = try Sandbox()
+            let (name, arguments, input) = try writingCommands(box)[index]
             try FileManager.default.removeItem(atPath: box.store)
             try FileManager.default.createDirectory(atPath: box.store, withIntermediateDirectories: false)
             let planted = try plant(in: box.store)
-            _ = try cask(arguments, stdin: input)
+            let run = try cask(arguments, stdin: input)
             check(planted, in: box.store, after: name)
+            if name == "delete" || name == "compact" {
+                // Commands that never make a store refuse a directory that holds none, and make nothing there.
+                XCTAssertEqual(run.status, 1, "\(name): \(run.err)")
+                XCTAssertEqual(run.err, "Error: \(box.store) holds no Cask store (no segment file); nothing was changed\n", name)
+                XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: box.store)), Set(planted.keys), name)
+            }
         }
         let box = try Sandbox()
         let fresh = box.root.appending("fresh")
@@ -277,7 +285,8 @@ final class HostileFileSystemTests: XCTestCase {
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: box.inStore("0000000009.cask.tmp")))
         try Data([4]).write(to: URL(fileURLWithPath: box.inStore("COMPACTION.tmp")))
         planted = try plant(in: box.store)
-        planted.removeValue(forKey: "0000000007.dict")  // a store's unused dictionary file is its own
+        planted.removeValue(forKey: "0000000007.dict")  // in a store, an unused dictionary file is its own,
+        planted.removeValue(forKey: "0000000003.hint.tmp")  // and so is a leftover of its names
         let reopened = try CaskStore.open(at: box.store)
         try reopened.put("k4", Array("v".utf8))
         _ = try reopened.compact()
@@ -285,6 +294,7 @@ final class HostileFileSystemTests: XCTestCase {
         let names = Set(try FileManager.default.contentsOfDirectory(atPath: box.store))
         XCTAssertFalse(names.contains("0000000009.cask.tmp"), "\(names)")
         XCTAssertFalse(names.contains("COMPACTION.tmp"), "\(names)")
+        XCTAssertFalse(names.contains("0000000003.hint.tmp"), "\(names)")
         check(planted, in: box.store, after: "a writer's open and a compaction")
         var readOnly = CaskStore.Options()
         readOnly.readOnly = true

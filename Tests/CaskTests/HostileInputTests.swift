@@ -73,7 +73,7 @@ final class HostileInputTests: XCTestCase {
         // No library jargon ("open with createIfMissing") in the tool.
         var run = try ToolTests.cask(["get", dir.appending("missing"), "k"])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: store directory \(dir.appending("missing")) does not exist; check the path (commands that write, such as put, create it)\n")
+        XCTAssertEqual(run.err, "Error: store directory \(dir.appending("missing")) does not exist; check the path (put, import and import-defaults create a store where there is none)\n")
         // A read with a key over the limit did not write anything, and says so.
         run = try ToolTests.cask(["get", s, String(repeating: "k", count: 65_536)])
         XCTAssertEqual(run.status, 64)

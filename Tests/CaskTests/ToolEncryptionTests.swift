@@ -646,7 +646,7 @@ final class ToolEncryptionTests: XCTestCase {
             ([plain, "--key-file", keys.keyFile, "--decrypt"], 1,
              "store \(plain) is not encrypted and --key-file was given; leave --key-file out, or encrypt the store with 'cask rekey \(plain) --new-key-file <file>'\n"),
             ([parent.appending("nothing"), "--new-key-file", keys.keyFile], 1,
-             "store directory \(parent.appending("nothing")) does not exist; check the path (commands that write, such as put, create it)\n"),
+             "store directory \(parent.appending("nothing")) does not exist; check the path (put, import and import-defaults create a store where there is none)\n"),
         ]
         let before = try files(dir), plainBefore = try files(plain)
         for (arguments, status, message) in cases {

@@ -227,7 +227,7 @@ final class ToolExportTests: XCTestCase {
         XCTAssertEqual(run.err, "Error: \(CaskError.io(operation: "inspect", path: missing, errno: .noEntry))\n")
         run = try cask(["export", missing])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n")
+        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (put, import and import-defaults create a store where there is none)\n")
         run = try cask(["dump", dir.path, "--segment", "9"])
         XCTAssertEqual(run.status, 1)
         XCTAssertEqual(run.err, "Error: \(CaskError.io(operation: "open", path: dir.appending("0000000009.cask"), errno: .noEntry))\n")

@@ -246,7 +246,7 @@ final class ToolRecoverTests: XCTestCase {
         let missing = fixture.root.appending("no-such-store")
         var run = try cask(["recover", missing])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n")
+        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (put, import and import-defaults create a store where there is none)\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
         run = try cask(["import-defaults", fixture.path, fixture.root.appending("no-such.plist")])
         XCTAssertEqual(run.status, 1)

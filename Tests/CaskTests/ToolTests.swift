@@ -266,7 +266,7 @@ final class ToolTests: XCTestCase {
         for arguments in [["get", missing, "k"], ["list", missing], ["stat", missing], ["delete", missing, "k"]] {
             run = try cask(arguments)
             XCTAssertEqual(run.status, 1, "\(arguments)")
-            XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (commands that write, such as put, create it)\n", "\(arguments)")
+            XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (put, import and import-defaults create a store where there is none)\n", "\(arguments)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: missing), "\(arguments) created the store")
         }
         run = try cask(["verify", missing])

@@ -25,6 +25,11 @@ enum StoreAccess {
     static func openForWriting(
         _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true, output: Output
     ) throws(ToolError) -> CaskStore {
+        if !createIfMissing, let listing = try? StoreDirectory(listing: directory, encryption: nil, fileSystem: PosixFileSystem()),
+           listing.segmentIDs.isEmpty && listing.retiredIDs.isEmpty {
+            // An existing directory that holds no store: the open would make one, for nothing.
+            throw .failure("\(directory) holds no Cask store (no segment file); nothing was changed")
+        }
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
         options.automaticCompaction = automaticCompaction

@@ -16,7 +16,7 @@ enum ToolError: Error {
         switch self {
         case .usage(let message), .failure(let message), .data(let message): message
         // The library's advice names an option; the tool's user has none to set.
-        case .store(.directoryMissing(let path)): "store directory \(path) does not exist; check the path (commands that write, such as put, create it)"
+        case .store(.directoryMissing(let path)): "store directory \(path) does not exist; check the path (put, import and import-defaults create a store where there is none)"
         case .store(.encryptionKeyRequired(let path)): "\(path) is encrypted; give the store's key with --key-file <file>"
         case .store(.notEncrypted(let path)):
             "store \(path) is not encrypted and --key-file was given; leave --key-file out, or encrypt the store with 'cask rekey \(path) --new-key-file <file>'"

@@ -126,7 +126,9 @@ struct BackupWriter {
             }
         } catch {
             throw CaskError.io(
-                operation: error == .exists ? "back up into (it appeared while the backup was made)" : "rename \(temporary) to",
+                operation: error == .exists
+                    ? "back up into (something is there: a directory made meanwhile, a file, or a link, dangling or not; a backup makes a new directory)"
+                    : "rename \(temporary) to",
                 path: destination, errno: error)
         }
         made = []

@@ -77,13 +77,15 @@ extension StoreRepair {
             break
         }
 
-        // 2. Leftovers.
+        // 2. Leftovers. None in a directory with no segment: it holds no store (FORMAT.md, "The
+        // store directory"), so the files there are not the store's, whatever their names.
         let leftoversStart = plan.removals.count
-        for name in listing.leftovers {
+        let holdsStore = !listing.segmentIDs.isEmpty || !listing.retiredIDs.isEmpty
+        for name in listing.leftovers where holdsStore {
             try change(.removeLeftover, name, "leftover temporary file of an interrupted write")
             plan.removals.append((name, false))
         }
-        for id in listing.orphanHintIDs {
+        for id in listing.orphanHintIDs where holdsStore {
             try change(.removeFile, SegmentName.hint(id), "hint file without a segment \(SegmentName.segment(id))")
             plan.removals.append((SegmentName.hint(id), false))
         }
