@@ -65,6 +65,9 @@ final class StoreAPITests: XCTestCase {
             XCTAssertEqual("\($0)", "store is open read-only; open it for writing to change it")
         }
         XCTAssertThrowsError(try reader.delete("a")) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+        // Writes that would change nothing are refused too (they returned as if done).
+        XCTAssertThrowsError(try reader.write(WriteBatch())) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+        XCTAssertThrowsError(try reader.delete(prefix: "nothing/")) { XCTAssertEqual($0 as? CaskError, .readOnly) }
         // A writer can open alongside a read-only store; the reader keeps its snapshot.
         let writer = try CaskStore.open(at: dir.path)
         try writer.put("b", [3])
@@ -84,14 +87,52 @@ final class StoreAPITests: XCTestCase {
         XCTAssertThrowsError(try CaskStore.open(at: missing, options: .init(durability: .os, readOnly: true))) {
             XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing))
         }
+        // Every call that takes a store's path says the same (verify and inspect said `.io`).
+        XCTAssertThrowsError(try CaskStore.verify(at: missing)) { XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing)) }
+        XCTAssertThrowsError(try CaskStore.inspect(at: missing) { _ in }) { XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing)) }
+        XCTAssertThrowsError(try CaskStore.repair(at: missing, dryRun: true)) { XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing)) }
         XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+    }
+
+    /// Options and arguments out of range are typed errors: they were preconditions, and an app
+    /// that took them from its configuration crashed.
+    func testOptionsAndArgumentsOutOfRangeAreTypedErrors() throws {
+        let dir = TemporaryDirectory()
+        for (size, value) in [("maxValueSize", 512 << 20), ("maxValueSize", -1)] {
+            var options = CaskStore.Options()
+            options.maxValueSize = value
+            XCTAssertThrowsError(try CaskStore.open(at: dir.path, options: options)) {
+                XCTAssertEqual($0 as? CaskError, .invalidArgument(name: "Options.\(size)", reason: "is \(value); it must be from 0 to \(Limits.maxValueLength) (256 MiB)"))
+            }
+        }
+        for value: Int64 in [4095, 1 << 32] {
+            var options = CaskStore.Options()
+            options.maxSegmentSize = value
+            XCTAssertThrowsError(try CaskStore.open(at: dir.path, options: options)) {
+                guard case .invalidArgument(name: "Options.maxSegmentSize", _)? = $0 as? CaskError else { return XCTFail("\($0)") }
+            }
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), [], "nothing was written")
+        let store = try CaskStore.open(at: dir.path)
+        defer { try? store.close() }
+        try store.put("k", [1])
+        XCTAssertThrowsError(try store.keys(prefix: "", limit: -1)) {
+            XCTAssertEqual("\($0)", "limit is -1; a listing's limit must be 0 or more")
+        }
+        XCTAssertEqual(try store.keys(prefix: "", limit: 0), [])
+        var batch = WriteBatch()
+        batch.put("short-lived", [2], expiresAfter: .seconds(3600))  // a String key, as elsewhere
+        try store.write(batch)
+        XCTAssertEqual(try store.get("short-lived"), [2])
     }
 
     func testLockedMessageNamesTheHolder() throws {
         let dir = TemporaryDirectory()
         let store = try CaskStore.open(at: dir.path)
         XCTAssertThrowsError(try CaskStore.open(at: dir.path)) {
-            XCTAssertEqual("\($0)", "store \(dir.path) is locked by another process (pid \(getpid())); open it read-only or close the other process")
+            // The holder is this very process: the message does not send one looking for another.
+            XCTAssertEqual($0 as? CaskError, .alreadyOpen(path: dir.path))
+            XCTAssertEqual("\($0)", "store \(dir.path) is already open for writing in this process: use that CaskStore, or close it before opening another")
         }
         try store.close()
         XCTAssertNoThrow(try CaskStore.open(at: dir.path).close())  // released on close

@@ -24,7 +24,7 @@ extension CaskStore {
         switch fileSystem.isDirectory(directory) {
         case .some(true): break
         case .some(false): throw CaskError.io(operation: "inspect", path: directory, errno: .notDirectory)
-        case .none: throw CaskError.io(operation: "inspect", path: directory, errno: .noEntry)
+        case .none: throw CaskError.directoryMissing(path: directory)
         }
         let storeEncryption = try StoreEncryption.open(directory: directory, requested: encryption, creating: false, fileSystem: fileSystem)
         let listing = try StoreDirectory(listing: directory, encryption: storeEncryption, fileSystem: fileSystem)

@@ -50,7 +50,7 @@ package struct StoreVerifier {
         switch fileSystem.isDirectory(directory) {
         case .some(true): break
         case .some(false): throw CaskError.io(operation: "verify", path: directory, errno: .notDirectory)
-        case .none: throw CaskError.io(operation: "verify", path: directory, errno: .noEntry)
+        case .none: throw CaskError.directoryMissing(path: directory)
         }
         let encryption = try StoreEncryption.open(directory: directory, requested: requested, creating: false, fileSystem: fileSystem)
         let dictionaries = DictionaryCatalog(directory: directory, fileSystem: fileSystem, encryption: encryption)

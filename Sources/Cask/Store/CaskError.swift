@@ -18,6 +18,9 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case notWritable(path: String, errno: Errno)
     /// Another process holds the store's write lock.
     case locked(path: String, holderPID: Int32?)
+    /// The store is already open for writing in this process, by another `CaskStore` (the lock is
+    /// per open, not per process): use that one, or close it first.
+    case alreadyOpen(path: String)
     /// The disk (or quota) is full. The record being written was rolled back; the store stays
     /// readable and accepts writes again once space is freed.
     case diskFull(path: String)
@@ -62,6 +65,9 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The store's encryption cannot be used by this process (`reason`: AES-256-GCM on a CPU
     /// without AES-NI, libsodium failing to start).
     case encryptionUnavailable(path: String, reason: String)
+    /// An option or argument outside what the store accepts (`name` says which, `reason` what it
+    /// must be). Nothing was read or written.
+    case invalidArgument(name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -117,6 +123,10 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             "store \(path) is not encrypted and a key was given; open it without a key, or encrypt it with 'cask rekey \(path) --new-key-file FILE'"
         case .encryptionUnavailable(let path, let reason):
             "cannot open the encrypted store \(path): \(reason)"
+        case .alreadyOpen(let path):
+            "store \(path) is already open for writing in this process: use that CaskStore, or close it before opening another"
+        case .invalidArgument(let name, let reason):
+            "\(name) \(reason)"
         }
     }
 

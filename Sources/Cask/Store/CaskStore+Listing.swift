@@ -30,7 +30,7 @@ extension CaskStore {
     /// Complexity: O(log n) per leaf (about 55 keys), O(1) per key listed, and one allocation per
     /// key returned. Thread-safe.
     public func keys(in range: KeyRange = .all, after: [UInt8]? = nil, limit: Int = .max, order: KeyOrder = .ascending) throws(CaskError) -> [[UInt8]] {
-        precondition(limit >= 0, "limit must not be negative")
+        guard limit >= 0 else { throw .invalidArgument(name: "limit", reason: "is \(limit); a listing's limit must be 0 or more") }
         var cursor = KeyRangeCursor(range, after: after, order: order)
         var keys: [[UInt8]] = []
         var slice = ByteBuffer(capacity: 1024)

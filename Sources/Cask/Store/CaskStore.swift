@@ -104,10 +104,11 @@ public final class CaskStore: Sendable {
     private init(directory: String, options: Options) throws(CaskError) {
         let fileSystem = options.fileSystem
         guard options.maxSegmentSize >= 4096, options.maxSegmentSize <= Int64(UInt32.max) else {
-            preconditionFailure("maxSegmentSize must be between 4 KiB and 4 GiB")
+            throw .invalidArgument(name: "Options.maxSegmentSize", reason: "is \(options.maxSegmentSize); it must be from 4,096 (4 KiB) to \(UInt32.max) (4 GiB)")
         }
-        precondition(options.maxValueSize >= 0 && options.maxValueSize <= Limits.maxValueLength,
-                     "maxValueSize must be at most Limits.maxValueLength")
+        guard options.maxValueSize >= 0, options.maxValueSize <= Limits.maxValueLength else {
+            throw .invalidArgument(name: "Options.maxValueSize", reason: "is \(options.maxValueSize); it must be from 0 to \(Limits.maxValueLength) (256 MiB)")
+        }
         self.directory = directory
         self.options = options
         self.fileSystem = fileSystem

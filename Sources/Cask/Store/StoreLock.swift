@@ -23,7 +23,10 @@ package final class StoreLock: Sendable {
         } catch {
             // `file` closes as the error leaves: after the holder's pid is read from it.
             if error == .wouldBlock {
-                throw CaskError.locked(path: directory, holderPID: Self.readPID(fd: file.descriptor, fileSystem: fileSystem))
+                let holder = Self.readPID(fd: file.descriptor, fileSystem: fileSystem)
+                // The lock is the open file's: a second open in this process fails it too.
+                if holder == getpid() { throw CaskError.alreadyOpen(path: directory) }
+                throw CaskError.locked(path: directory, holderPID: holder)
             }
             throw CaskError.from(error, operation: "flock", path: path)
         }

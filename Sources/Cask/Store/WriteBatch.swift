@@ -43,6 +43,11 @@ public struct WriteBatch: Sendable {
         operations.append(.put(key: Array(key), value: Array(value), expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds))
     }
 
+    /// A put whose key (its UTF-8 bytes) expires `duration` after ``CaskStore/write(_:)`` is called.
+    public mutating func put(_ key: String, _ value: some Collection<UInt8>, expiresAfter duration: Duration) {
+        put(key.utf8, value, expiresAfter: duration)
+    }
+
     /// A put whose key expires at the wall-clock time `milliseconds` since 1970-01-01 UTC, as
     /// ``CaskStore/put(_:_:expiresAtMilliseconds:)`` (a time already past makes the key absent).
     public mutating func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAtMilliseconds milliseconds: UInt64) {
@@ -106,10 +111,11 @@ extension CaskStore {
                 try key.withBytes { (key) throws(CaskError) in try validate(key: key, valueLength: 0) }
             }
         }
-        guard !batch.isEmpty else { return nil }
+        // A read-only (or closed) store refuses even a batch with nothing in it, as it refuses any write.
         guard writer != nil else {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
         }
+        guard !batch.isEmpty else { return nil }
         let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.maxLength)
         let worstCase = batch.worstCaseLength
         guard worstCase <= segmentLimit else { throw CaskError.valueTooLarge(length: Int(worstCase), limit: Int(segmentLimit)) }
