@@ -241,8 +241,8 @@ final class HostileFileSystemTests: XCTestCase {
     /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
     /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
     func testWritersDeleteOnlyTheStoresOwnLeftovers() throws {
-        // The last two are named as a store's own files are: in a directory with no store, still not its own.
-        let foreign = ["notes.tmp", "x.cask.tmp", "draft.hint.tmp", "0000000001.cask.tmp.tmp", "0000000007.dict", "0000000003.hint.tmp"]
+        // The last three are named as a store's own files are: in a directory with no store, still not its own.
+        let foreign = ["notes.tmp", "x.cask.tmp", "draft.hint.tmp", "0000000001.cask.tmp.tmp", "0000000007.dict", "0000000003.hint.tmp", "0000000009.hint"]
         func plant(in directory: String) throws -> [String: Data] {
             var planted: [String: Data] = [:]
             for (n, name) in foreign.enumerated() {
@@ -272,6 +272,19 @@ final class HostileFileSystemTests: XCTestCase {
                 XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: box.store)), Set(planted.keys), name)
             }
         }
+        // rekey, which would make a store there and move the directory's files aside in its swap.
+        let rekeyBox = try Sandbox()
+        try FileManager.default.removeItem(atPath: rekeyBox.store)
+        try FileManager.default.createDirectory(atPath: rekeyBox.store, withIntermediateDirectories: false)
+        let rekeyPlanted = try plant(in: rekeyBox.store)
+        let keyFile = rekeyBox.root.appending("key")
+        XCTAssertEqual(try cask(["keygen", keyFile]).status, 0)
+        let rekey = try cask(["rekey", rekeyBox.store, "--new-key-file", keyFile])
+        XCTAssertEqual(rekey.status, 1, rekey.err)
+        XCTAssertEqual(rekey.err, "Error: \(CaskError.notAStore(path: rekeyBox.store))\n")
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: rekeyBox.store)), Set(rekeyPlanted.keys))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rekeyBox.root.path).filter { $0.contains("cask-rekey") }, [])
+
         let box = try Sandbox()
         let fresh = box.root.appending("fresh")
         try FileManager.default.createDirectory(atPath: fresh, withIntermediateDirectories: false)
@@ -287,6 +300,7 @@ final class HostileFileSystemTests: XCTestCase {
         planted = try plant(in: box.store)
         planted.removeValue(forKey: "0000000007.dict")  // in a store, an unused dictionary file is its own,
         planted.removeValue(forKey: "0000000003.hint.tmp")  // and so is a leftover of its names
+        planted.removeValue(forKey: "0000000009.hint")  // and a hint without a segment (kept by an open)
         let reopened = try CaskStore.open(at: box.store)
         try reopened.put("k4", Array("v".utf8))
         _ = try reopened.compact()

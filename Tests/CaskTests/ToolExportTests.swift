@@ -224,7 +224,7 @@ final class ToolExportTests: XCTestCase {
         let missing = dir.appending("no-such-store")
         var run = try cask(["dump", missing])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.err, "Error: \(CaskError.io(operation: "inspect", path: missing, errno: .noEntry))\n")
+        XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (put, import and import-defaults create a store where there is none)\n")
         run = try cask(["export", missing])
         XCTAssertEqual(run.status, 1)
         XCTAssertEqual(run.err, "Error: store directory \(missing) does not exist; check the path (put, import and import-defaults create a store where there is none)\n")

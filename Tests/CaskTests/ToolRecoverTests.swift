@@ -452,7 +452,9 @@ final class ToolRecoverTests: XCTestCase {
     func testWritingCommandsSayWhatTheirOpenCut() throws {
         let scratch = TemporaryDirectory("cask-tool-torn-note")
         defer { scratch.remove() }
-        for command in [["put", "new"], ["delete", "k1"], ["compact"]] {
+        let input = scratch.appending("in.jsonl")
+        try Data("{\"key\":\"j\",\"value\":\"v\"}\n".utf8).write(to: URL(fileURLWithPath: input))
+        for command in [["put", "new"], ["delete", "k1"], ["compact"], ["import", "--input", input]] {
             let directory = scratch.appending(command[0])
             let store = try CaskStore.open(at: directory)
             for i in 1...3 { try store.put("k\(i)", Array("value \(i)".utf8)) }

@@ -335,6 +335,26 @@ final class TornWriteTests: XCTestCase {
             assertStore(again, matches: expected, "\(name), reopened")
             try again.close()
         }
+        // A store of one segment, closed (so hinted), its header cut: no segment is active, and a
+        // writer starts a new one rather than take the damaged one for a torn creation.
+        let single = TemporaryDirectory("cask-sealed-single")
+        defer { single.remove() }
+        let store = try CaskStore.open(at: single.path)
+        for i in 0..<10 { try store.put("k\(i)", Array("value \(i)".utf8)) }
+        try store.close()
+        let segment = StoreFiles.segmentPath(single.path, 1)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: StoreFiles.hintPath(single.path, 1)))
+        try StoreFiles.truncate(segment, to: 10)
+        _ = try SecondReaderTests.compareReaders(single.path, label: "one hinted segment cut to 10 bytes")  // and the reader from FORMAT.md agrees
+        let reader = try CaskStore.open(at: single.path, options: .readOnly)
+        XCTAssertTrue(reader.recoveryReport.damagedRanges.contains { $0.file == segment }, "\(reader.recoveryReport)")
+        try reader.close()
+        let writer = try CaskStore.open(at: single.path, options: .smallSegmentsWithoutHints())
+        XCTAssertTrue(writer.recoveryReport.damagedRanges.contains { $0.file == segment }, "\(writer.recoveryReport)")
+        try writer.put("after", [1])
+        try writer.close()
+        XCTAssertEqual(try StoreFiles.fileSize(segment), 10, "the damaged segment is left as it is")
+        XCTAssertEqual(try StoreFiles.segmentIDs(in: single.path), [1, 2], "a new segment takes the writes")
     }
 
     // MARK: Hints of a cut segment

@@ -1117,15 +1117,16 @@ class Reader:
         return h
 
     def active_segment(self, segment_ids, headers, hint_names):
-        """The segment a writer appends to: the highest base seq (ties: highest id); a newest
-        segment whose header is not valid can only be one whose creation was torn, unless it has
-        a hint file (it was sealed: its header is damage)."""
+        """The segment a writer appends to: the highest base seq (ties: highest id). A newest
+        segment whose header is not valid is one whose creation was torn, unless it has a hint
+        file (a hint is written only once a header is whole): then its header is damage, and no
+        segment is active."""
+        if segment_ids and not headers[segment_ids[-1]].valid:
+            return None if "%010d.hint" % segment_ids[-1] in hint_names else segment_ids[-1]
         best = None
         for segment_id in segment_ids:
             h = headers[segment_id]
             if not h.valid:
-                if segment_id == segment_ids[-1] and "%010d.hint" % segment_id not in hint_names:
-                    return segment_id
                 continue
             if best is None or (h.base_seq, segment_id) > best:
                 best = (h.base_seq, segment_id)

@@ -26,9 +26,9 @@ enum StoreAccess {
         _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true, output: Output
     ) throws(ToolError) -> CaskStore {
         if !createIfMissing, let listing = try? StoreDirectory(listing: directory, encryption: nil, fileSystem: PosixFileSystem()),
-           listing.segmentIDs.isEmpty && listing.retiredIDs.isEmpty {
+           !listing.holdsStore {
             // An existing directory that holds no store: the open would make one, for nothing.
-            throw .failure("\(directory) holds no Cask store (no segment file); nothing was changed")
+            throw .store(.notAStore(path: directory))
         }
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing

@@ -92,7 +92,7 @@ extension CaskStore {
 
     /// The listed segments, each to be placed whole (sealed: never changes) or copied up to a
     /// length. The active segment — by the rule every open follows
-    /// (``StoreDirectory/activeSegment(among:newest:newestIsSealed:)``), which the copy's open will follow too —
+    /// (``StoreDirectory/activeSegment(among:newest:newestHasHint:)``), which the copy's open will follow too —
     /// is copied up to its end in `ends` (the whole file when absent): a writer appends to it,
     /// here and in the copy, so it must never be a second name of the other's file.
     private func snapshot(_ listed: Listed, ends: [UInt64: Int64]) throws(CaskError) -> BackupWriter.Snapshot {
@@ -101,10 +101,11 @@ extension CaskStore {
         for file in listed.files {
             headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, encryption: encryption, fileSystem: fileSystem)))
         }
-        let active = listed.files.last.map { newest in
-            // Sealed when it has a hint file, as the store's listing judged it.
-            let sealed = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(newest.id))) != nil
-            return StoreDirectory.activeSegment(among: headers, newest: newest.id, newestIsSealed: sealed)
+        let active = listed.files.last.flatMap { newest in
+            // Whether it has a hint file, as the copy's open will judge it: the copy gets the hint
+            // only if it can be opened here (``BackupWriter``).
+            let hinted = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(newest.id))) != nil
+            return StoreDirectory.activeSegment(among: headers, newest: newest.id, newestHasHint: hinted)
         }
         for file in listed.files {
             var copiedLength: Int64?

@@ -33,12 +33,17 @@ package struct StoreDirectory {
     /// Segments a valid manifest retires that are still present.
     package private(set) var retiredIDs: [UInt64] = []
     /// The active segment (FORMAT.md): the one with the highest base seq, ties to the highest id; a
-    /// newest segment whose header is invalid (a torn creation) is the active one, unless it has a
-    /// hint file (a hint is written once a segment is sealed: its header is damage, not a torn
-    /// creation). Nil without segments.
+    /// newest segment whose header is invalid is the active one when it has no hint file (its
+    /// creation was torn). With a hint file (written only once a header is whole: when a segment is
+    /// sealed, or the store closed) its header is damage, and no segment is active: a writer starts
+    /// a new one rather than append to a segment sealed before. Nil without segments.
     package private(set) var activeSegmentID: UInt64?
     /// Segments (of ``segmentIDs``) that have a hint file.
     package private(set) var hintedIDs: Set<UInt64> = []
+    /// Whether the directory holds a store: a segment (a store's first open creates one before
+    /// anything else). In a directory that does not, no file is the store's, whatever its name:
+    /// nothing there is deleted, adopted or repaired.
+    package var holdsStore: Bool { !segmentIDs.isEmpty || !retiredIDs.isEmpty }
     /// The dictionary files (`NNNNNNNNNN.dict`), by id, ascending.
     package private(set) var dictionaryIDs: [UInt32] = []
     /// Hint files whose segment is neither present nor retired, by the id in their name.
@@ -219,15 +224,15 @@ package struct StoreDirectory {
             }
             headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, encryption: encryption, fileSystem: fileSystem)))
         }
-        return ids.last.flatMap { activeSegment(among: headers, newest: $0, newestIsSealed: sealed.contains($0)) }
+        return ids.last.flatMap { activeSegment(among: headers, newest: $0, newestHasHint: sealed.contains($0)) }
     }
 
     /// The rule of ``activeSegment``, on the segments' ids and base seqs (nil: a header that is
-    /// not valid) and the newest id listed: that one if its header is invalid and it has no hint
-    /// file (`newestIsSealed`), else the highest base seq, ties to the highest id. Also how a
-    /// backup knows which segment its copy appends to.
-    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64, newestIsSealed: Bool) -> UInt64 {
-        if !newestIsSealed, headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newest }
+    /// not valid) and the newest id listed: when its header is invalid, that one if it has no hint
+    /// file, else none; otherwise the highest base seq, ties to the highest id. Also how a backup
+    /// knows which segment its copy appends to.
+    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64, newestHasHint: Bool) -> UInt64? {
+        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newestHasHint ? nil : newest }
         var best: (baseSeq: UInt64, id: UInt64)?
         for case let (id, baseSeq?) in headers where best.map({ (baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true {
             best = (baseSeq, id)

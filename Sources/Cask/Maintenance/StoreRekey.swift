@@ -42,6 +42,10 @@ extension CaskStore {
             throw CaskError.from(error, operation: "open store directory", path: directory, reading: true)
         }
         var report = RekeyReport(directory: path)
+        // A directory of one's own: the open would make a store there, and the swap move its files aside.
+        if let listing = try? StoreDirectory(listing: path, encryption: nil, fileSystem: fileSystem), !listing.holdsStore {
+            throw CaskError.notAStore(path: directory)
+        }
 
         var oldOptions = Options.maintenance(encryption: old)
         oldOptions.createIfMissing = false

@@ -40,14 +40,23 @@ extension StoreRepair {
         return candidate
     }
 
-    /// Copies `names` from the store directory into `backup` (created, or empty), durably.
     /// Refuses a backup directory that is the store or lies inside it (the repair would copy files
-    /// into the store it changes).
-    func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
+    /// into the store it changes). A missing parent is left for ``makeBackup(of:in:progress:)`` to
+    /// report; any other failure to tell is an error.
+    func checkBackupOutsideTheStore(_ backup: String) throws(CaskError) {
         let existing = fileSystem.isDirectory(backup) == true ? backup : CaskStore.parent(of: backup)
-        if (try? fileSystem.directory(existing, isWithin: directory)) == true {
+        let inside: Bool
+        do { inside = try fileSystem.directory(existing, isWithin: directory) } catch {
+            if error == .noEntry { return }
+            throw CaskError.from(error, operation: "open directory", path: existing, reading: true)
+        }
+        if inside {
             throw CaskError.io(operation: "create backup directory (it must lie outside the store)", path: backup, errno: .invalidArgument)
         }
+    }
+
+    /// Copies `names` from the store directory into `backup` (created, or empty), durably.
+    func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
         do throws(Errno) {
             switch fileSystem.isDirectory(backup) {
             case .some(true):

@@ -56,9 +56,12 @@ extension StoreRepair {
             plan.backupFiles.append(name)
         }
         let ids = listing.segmentIDs
+        // In a directory that holds no store (FORMAT.md, "The store directory"), no file is the
+        // store's, whatever its name: nothing is removed.
+        let holdsStore = listing.holdsStore
 
         // 1. An interrupted compaction.
-        switch listing.manifest {
+        switch holdsStore ? listing.manifest : nil {
         case .valid(let inputs)?:
             let retired = Set(listing.retiredIDs)
             for id in inputs where retired.contains(id) {
@@ -77,10 +80,8 @@ extension StoreRepair {
             break
         }
 
-        // 2. Leftovers. None in a directory with no segment: it holds no store (FORMAT.md, "The
-        // store directory"), so the files there are not the store's, whatever their names.
+        // 2. Leftovers.
         let leftoversStart = plan.removals.count
-        let holdsStore = !listing.segmentIDs.isEmpty || !listing.retiredIDs.isEmpty
         for name in listing.leftovers where holdsStore {
             try change(.removeLeftover, name, "leftover temporary file of an interrupted write")
             plan.removals.append((name, false))

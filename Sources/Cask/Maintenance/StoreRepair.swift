@@ -138,6 +138,7 @@ package struct StoreRepair {
         if backup == Self.trimmingSlashes(directory) {
             throw CaskError.io(operation: "back up the store into itself", path: backup, errno: .exists)
         }
+        try checkBackupOutsideTheStore(backup)  // a dry run says so too
         plan.report.backupDirectory = backup
         if dryRun { return plan.report }
         try makeBackup(of: plan.backupFiles, in: backup, progress: progress)

@@ -78,12 +78,11 @@ package struct StoreRecovery {
 
     private func runOnce() throws(CaskError) -> Result {
         let listing = try StoreDirectory(listing: directory, encryption: encryption, fileSystem: fileSystem)
-        // A directory with no segment holds no store yet (a store's first open creates its first
-        // segment before anything else): its files are not the store's, whatever their names. A
-        // writer's open deletes none of them and adopts no dictionary among them.
-        let holdsStore = !listing.segmentIDs.isEmpty || !listing.retiredIDs.isEmpty
-        if writable {
-            if holdsStore { for name in listing.leftovers { try? fileSystem.unlink(path(name)) } }
+        // In a directory that holds no store yet, no file is the store's, whatever its name: a
+        // writer's open deletes none and adopts no dictionary among them.
+        let holdsStore = listing.holdsStore
+        if writable && holdsStore {
+            for name in listing.leftovers { try? fileSystem.unlink(path(name)) }
             if listing.hasRekeyMarker { CaskStore.finishRekey(of: directory, fileSystem: fileSystem) }
         }
         var manifestProblem: DamagedRange?

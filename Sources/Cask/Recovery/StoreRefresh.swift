@@ -76,12 +76,16 @@ struct StoreRefresh {
             do { length = try fileSystem.fileSize(opened.descriptor) } catch {
                 throw CaskError.io(operation: "fstat", path: segmentPath, errno: error)
             }
+            let isActive = id == listing.activeSegmentID
             var reader = SegmentReader(
-                fd: opened.descriptor, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false,
+                fd: opened.descriptor, id: id, path: segmentPath, length: length, isActive: isActive, lockHeld: false,
                 encryption: dictionaries.encryption, fileSystem: fileSystem)
             let (header, headerDamage) = try reader.readHeader()
             // Being created: its header is not all written yet. The next refresh reads it.
             if headerDamage?.kind == .tornTail { break }
+            // Any other segment's damaged header (one with a hint file is never a torn creation):
+            // the full recovery reads what it can behind it, with the hint, and reports it.
+            if let headerDamage, !isActive { return .reload("the header of segment \(id) is damaged (\(headerDamage.reason))") }
             let dictionary = header.map { dictionaries.dictionary(of: $0) } ?? .none
             let file = SegmentFile(
                 id: id, path: segmentPath, fd: opened.take(), length: length, fileSystem: fileSystem, mapLength: mapReads ? Int(length) : 0,

@@ -18,6 +18,9 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case notWritable(path: String, errno: Errno)
     /// Another process holds the store's write lock.
     case locked(path: String, holderPID: Int32?)
+    /// The directory exists but holds no store (no segment file), and the call makes none: a
+    /// maintenance call (`rekey`, the tool's `delete` and `compact`) changed nothing there.
+    case notAStore(path: String)
     /// The store is already open for writing in this process, by another `CaskStore` (the lock is
     /// per open, not per process): use that one, or close it first.
     case alreadyOpen(path: String)
@@ -82,7 +85,7 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .readOnly:
             "store is open read-only; open it for writing to change it"
         case .directoryMissing(let path):
-            "store directory \(path) does not exist; create it or open with createIfMissing"
+            "store directory \(path) does not exist; check the path (an open with createIfMissing, the default, creates it)"
         case .notWritable(let path, let errno):
             "cannot write \(path): \(errno); check its permissions or open the store read-only"
         case .locked(let path, let pid):
@@ -123,6 +126,8 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             "store \(path) is not encrypted and a key was given; open it without a key, or encrypt it with 'cask rekey \(path) --new-key-file FILE'"
         case .encryptionUnavailable(let path, let reason):
             "cannot open the encrypted store \(path): \(reason)"
+        case .notAStore(let path):
+            "\(path) holds no Cask store (no segment file); nothing was changed"
         case .alreadyOpen(let path):
             "store \(path) is already open for writing in this process: use that CaskStore, or close it before opening another"
         case .invalidArgument(let name, let reason):

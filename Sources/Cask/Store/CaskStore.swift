@@ -93,7 +93,9 @@ public final class CaskStore: Sendable {
     /// Opens (or creates) the store in `directory` and recovers its index.
     ///
     /// Complexity: O(records) on the first open after a crash; O(keys) read from hint files otherwise.
-    /// Throws ``CaskError/locked(path:holderPID:)`` when another process has it open for writing,
+    /// Throws ``CaskError/locked(path:holderPID:)`` when another process has it open for writing
+    /// (``CaskError/alreadyOpen(path:)`` when another `CaskStore` of this one has),
+    /// ``CaskError/invalidArgument(name:reason:)`` for an option out of range,
     /// ``CaskError/directoryMissing(path:)``, ``CaskError/notWritable(path:errno:)``,
     /// ``CaskError/unsupportedFormat(path:version:)`` or an I/O error. A torn tail is cut and
     /// damaged records are skipped — both listed in ``recoveryReport`` — never a reason to fail.

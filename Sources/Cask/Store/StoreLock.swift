@@ -8,6 +8,12 @@ import Synchronization
 /// the process dies, however it dies).
 package final class StoreLock: Sendable {
     private let file: Mutex<OpenFile?>
+    /// The lock file's identity while this lock holds it (nil once released, or when unknown).
+    private let held: Mutex<FileIdentity?>
+
+    /// The lock files this process holds, so that a second open here is told apart from another
+    /// process's: `flock` is per open file, and the pid in the file can be stale.
+    private static let heldHere = Mutex<Set<FileIdentity>>([])
 
     /// Takes the lock or throws ``CaskError/locked(path:holderPID:)`` naming the holder.
     package init(directory: String, fileSystem: any FileSystem) throws(CaskError) {
@@ -23,10 +29,10 @@ package final class StoreLock: Sendable {
         } catch {
             // `file` closes as the error leaves: after the holder's pid is read from it.
             if error == .wouldBlock {
-                let holder = Self.readPID(fd: file.descriptor, fileSystem: fileSystem)
-                // The lock is the open file's: a second open in this process fails it too.
-                if holder == getpid() { throw CaskError.alreadyOpen(path: directory) }
-                throw CaskError.locked(path: directory, holderPID: holder)
+                if let identity = try? fileSystem.identity(file.descriptor), Self.heldHere.withLock({ $0.contains(identity) }) {
+                    throw CaskError.alreadyOpen(path: directory)
+                }
+                throw CaskError.locked(path: directory, holderPID: Self.readPID(fd: file.descriptor, fileSystem: fileSystem))
             }
             throw CaskError.from(error, operation: "flock", path: path)
         }
@@ -34,8 +40,13 @@ package final class StoreLock: Sendable {
         // a whole pid at any moment (it read an empty file between a truncation and the write),
         // and the file's bytes past the first line are never touched.
         _ = try? Self.pidLine(getpid()).withBytes { (raw) throws(Errno) in try fileSystem.writeAll(file.descriptor, from: raw, at: 0) }
+        let identity = try? fileSystem.identity(file.descriptor)
+        if let identity { _ = Self.heldHere.withLock { $0.insert(identity) } }
+        held = Mutex(identity)
         self.file = Mutex(file)
     }
+
+    deinit { release() }
 
     /// `pid` as the lock file's first line: left-aligned in ``pidLineLength`` - 1 columns of
     /// spaces, then a newline, so that every pid overwrites the one before it whole.
@@ -50,6 +61,7 @@ package final class StoreLock: Sendable {
     /// Releases the lock (idempotent). The pid stays in the file: it is read only while the lock
     /// is held, by then by a process that wrote its own.
     package func release() {
+        if let identity = held.withLock({ $0.take() }) { _ = Self.heldHere.withLock { $0.remove(identity) } }
         file.withLock { $0 = nil }  // Closes the descriptor, if still open.
     }
 

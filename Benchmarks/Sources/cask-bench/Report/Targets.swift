@@ -216,8 +216,9 @@ struct Target: Sendable {
         // The coder `floor` (FloorEncoder: Codable's machinery and the object's own construction,
         // no format) is the most any Codable coder can reach on the machine: each detail says where it is.
         func floor(_ workload: String, _ describe: (Summary, Summary) -> String) {
-            guard let floor = results.summary("floor", workload, "memory"), let json = results.summary("json", workload, "memory") else { return }
-            targets[targets.count - 1].detail += "; the Codable floor (coder `floor`): " + describe(floor, json)
+            guard let floor = results.summary("floor", workload, "memory"), let json = results.summary("json", workload, "memory"),
+                  let last = targets.indices.last, targets[last].workload == workload else { return }
+            targets[last].detail += "; the Codable floor (coder `floor`): " + describe(floor, json)
         }
         versus("objects_decode", "memory", "json", metric: "vs_json", name: "objects_decode ÷ `JSONDecoder`", bound: 8)
         floor("objects_decode") { floor, json in String(format: "%.2f×", floor.opsPerSecond / json.opsPerSecond) }
