@@ -8,11 +8,11 @@ import Cask
 import Foundation
 import XCTest
 
-#sourceLocation(file: "README.md", line: 88)
+#sourceLocation(file: "README.md", line: 87)
 struct Profile: Codable, Sendable { var name: String; var email: String; var tags: [String] }
 #sourceLocation()
 
-#sourceLocation(file: "README.md", line: 95)
+#sourceLocation(file: "README.md", line: 94)
 extension CaskStore.Keys {
     static let currentUser = Key<Profile?>("current-user")
     static let launchCount = Key<Int>("launch-count", default: 0)
@@ -53,15 +53,15 @@ XCTAssertEqual(drafts.first, Array("drafts/ada/1029".utf8))
         }
     }
 
-    /// "Using it": the example at README.md:62.
+    /// "Using it": the example at README.md:61.
     func testUsingIt2() async throws {
         try await Example.run { example in
             let store = try example.openStore()
             let draft = example.draft
-#sourceLocation(file: "README.md", line: 61)
+#sourceLocation(file: "README.md", line: 60)
 example.afterObserving(store) { try store.put("drafts/ada/1002", Array("hello".utf8)) }
 #sourceLocation()
-#sourceLocation(file: "README.md", line: 63)
+#sourceLocation(file: "README.md", line: 62)
 // Expiry: the key reads as absent once the time passes (get, contains, count, keys), across reopens.
 try store.put("session/42", Array("token=abc".utf8), expiresAfter: .seconds(3600))
 
@@ -78,7 +78,7 @@ for await change in store.changes(prefix: "drafts/ada/") {
     print(change.kind, String(decoding: change.key, as: UTF8.self))   // .put, .delete or .expire
 }
 #sourceLocation()
-#sourceLocation(file: "README.md", line: 80)
+#sourceLocation(file: "README.md", line: 79)
 XCTAssertEqual(try store.get(Draft.self, forKey: "drafts/ada/1001"), draft)
 XCTAssertEqual(try store.get("session/42"), Array("token=abc".utf8))
 #sourceLocation()
@@ -86,14 +86,14 @@ XCTAssertEqual(try store.get("session/42"), Array("token=abc".utf8))
         }
     }
 
-    /// "Codable values": the example at README.md:87.
+    /// "Codable values": the example at README.md:86.
     func testCodableValues() async throws {
         try await Example.run { example in
             let store = try example.openStore()
-#sourceLocation(file: "README.md", line: 86)
+#sourceLocation(file: "README.md", line: 85)
 example.afterObserving(store)
 #sourceLocation()
-#sourceLocation(file: "README.md", line: 89)
+#sourceLocation(file: "README.md", line: 88)
 
 let ada = Profile(name: "Ada", email: "ada@example.com", tags: [])
 try store.set(ada, forKey: "users/42")                          // Cask's binary coder by default
@@ -101,7 +101,7 @@ let profile = try store.get(Profile.self, forKey: "users/42")    // Profile? —
 let drafts = try store.values(of: Draft.self, prefix: "drafts/ada/")   // [(key, value)], sorted by key
 
 #sourceLocation()
-#sourceLocation(file: "README.md", line: 100)
+#sourceLocation(file: "README.md", line: 99)
 let user = store[.currentUser]                      // never throws: absent or unreadable (reported) reads as the default
 try store.set(store[.launchCount] + 1, for: .launchCount)
 try store.set(nil, for: .currentUser)               // nil deletes an optional key
@@ -109,7 +109,7 @@ try store.set("token=abc", for: .session, expiresAfter: .seconds(3600))   // rea
 let count = try store.value(for: .launchCount)      // the throwing read
 for try await user in store.observe(Profile.self, forKey: "current-user") { show(user) }   // now, then every change
 #sourceLocation()
-#sourceLocation(file: "README.md", line: 108)
+#sourceLocation(file: "README.md", line: 107)
 XCTAssertEqual(profile?.email, "ada@example.com")
 XCTAssertNil(user)
 XCTAssertEqual(count, 1)
