@@ -454,7 +454,9 @@ final class ToolRecoverTests: XCTestCase {
         defer { scratch.remove() }
         let input = scratch.appending("in.jsonl")
         try Data("{\"key\":\"j\",\"value\":\"v\"}\n".utf8).write(to: URL(fileURLWithPath: input))
-        for command in [["put", "new"], ["delete", "k1"], ["compact"], ["import", "--input", input]] {
+        let key = scratch.appending("key")
+        XCTAssertEqual(try cask(["keygen", key]).status, 0)
+        for command in [["put", "new"], ["delete", "k1"], ["compact"], ["import", "--input", input], ["rekey", "--new-key-file", key]] {
             let directory = scratch.appending(command[0])
             let store = try CaskStore.open(at: directory)
             for i in 1...3 { try store.put("k\(i)", Array("value \(i)".utf8)) }

@@ -14,6 +14,9 @@ extension CaskStore {
         /// The directory that holds what is left of the store as it was, when it could not be removed
         /// whole: it held files that are not Cask's (they are there, untouched). Nil once removed.
         public var leftBehind: String?
+        /// Torn tails the open of the store cut before copying (``RecoveryReport/truncations``):
+        /// bytes after its last valid record that a write which did not finish left.
+        public var truncations: [RecoveryReport.Truncation] = []
 
         public init(directory: String) { self.directory = directory }
     }

@@ -55,6 +55,7 @@ extension CaskStore {
         defer { try? store.close() }
         // The copy would hold an older value of a key whose newest record is damaged, and the
         // damaged bytes would go with the old directory: a damaged store is repaired first.
+        report.truncations = store.recoveryReport.truncations
         let damage = store.recoveryReport.damagedRanges
         if !damage.isEmpty {
             throw CaskError.corruptFile(
