@@ -256,13 +256,17 @@ final class HostileFileSystemTests: XCTestCase {
                 XCTAssertEqual(try? Data(contentsOf: URL(fileURLWithPath: directory + "/" + name)), content, "\(name) after \(what)", file: file, line: line)
             }
         }
+        /// The sandbox's store replaced by a directory of one's own, holding the foreign files.
+        func ownDirectory(_ box: Sandbox) throws -> [String: Data] {
+            try FileManager.default.removeItem(atPath: box.store)
+            try FileManager.default.createDirectory(atPath: box.store, withIntermediateDirectories: false)
+            return try plant(in: box.store)
+        }
         // A directory that holds no store yet: every writing command, and the library's open.
         for index in try writingCommands(Sandbox()).indices {
             let box = try Sandbox()
             let (name, arguments, input) = try writingCommands(box)[index]
-            try FileManager.default.removeItem(atPath: box.store)
-            try FileManager.default.createDirectory(atPath: box.store, withIntermediateDirectories: false)
-            let planted = try plant(in: box.store)
+            let planted = try ownDirectory(box)
             let run = try cask(arguments, stdin: input)
             check(planted, in: box.store, after: name)
             if name == "delete" || name == "compact" {
@@ -274,9 +278,7 @@ final class HostileFileSystemTests: XCTestCase {
         }
         // rekey, which would make a store there and move the directory's files aside in its swap.
         let rekeyBox = try Sandbox()
-        try FileManager.default.removeItem(atPath: rekeyBox.store)
-        try FileManager.default.createDirectory(atPath: rekeyBox.store, withIntermediateDirectories: false)
-        let rekeyPlanted = try plant(in: rekeyBox.store)
+        let rekeyPlanted = try ownDirectory(rekeyBox)
         let keyFile = rekeyBox.root.appending("key")
         XCTAssertEqual(try cask(["keygen", keyFile]).status, 0)
         let rekey = try cask(["rekey", rekeyBox.store, "--new-key-file", keyFile])

@@ -163,6 +163,17 @@ final class ReaderAgreementTests: XCTestCase {
         return directory
     }
 
+    /// Keys k1…k3, k1 overwritten, compacted, then k2 written again: the compaction's output has a
+    /// higher id than the active segment. Reads k1 "new", k2 "after", k3 "v3".
+    private func compactedStore() throws -> TemporaryDirectory {
+        try makeStore { store in
+            for i in 1...3 { try store.put("k\(i)", Array("v\(i)".utf8)) }
+            try store.put("k1", Array("new".utf8))
+            _ = try store.compact()
+            try store.put("k2", Array("after".utf8))
+        }
+    }
+
     /// A writable open of a copy of `directory`, returning its report and what it reads.
     private func openWritable(_ directory: String) throws -> (RecoveryReport, [String: String]) {
         var options = CaskStore.Options()
@@ -184,12 +195,7 @@ final class ReaderAgreementTests: XCTestCase {
     /// its last record is its torn tail to every reader (and cut by a writer); the same garbage
     /// after the output's last record is damage to every reader (and left in place).
     func testTheActiveSegmentIsTheSameForEveryReader() throws {
-        let directory = try makeStore { store in
-            for i in 1...3 { try store.put("k\(i)", Array("v\(i)".utf8)) }
-            try store.put("k1", Array("new".utf8))
-            _ = try store.compact()
-            try store.put("k2", Array("after".utf8))
-        }
+        let directory = try compactedStore()
         let listing = try StoreDirectory(listing: directory.path, encryption: nil, fileSystem: PosixFileSystem())
         let active = try XCTUnwrap(listing.activeSegmentID)
         let sealed = try XCTUnwrap(listing.segmentIDs.last)
@@ -215,12 +221,7 @@ final class ReaderAgreementTests: XCTestCase {
     /// so it was sealed, and every reader reports the loss (found by trying the tool: the open took
     /// it for a torn creation, and `get`, `list` and `export` read a store without its keys, silently).
     func testACutHeaderOfASealedNewestSegmentIsDamageToEveryReader() throws {
-        let directory = try makeStore { store in
-            for i in 1...3 { try store.put("k\(i)", Array("v\(i)".utf8)) }
-            try store.put("k1", Array("new".utf8))
-            _ = try store.compact()
-            try store.put("k2", Array("after".utf8))
-        }
+        let directory = try compactedStore()
         let listing = try StoreDirectory(listing: directory.path, encryption: nil, fileSystem: PosixFileSystem())
         let output = try XCTUnwrap(listing.segmentIDs.last)
         XCTAssertNotEqual(listing.activeSegmentID, output)

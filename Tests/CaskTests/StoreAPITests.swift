@@ -87,6 +87,13 @@ final class StoreAPITests: XCTestCase {
         XCTAssertThrowsError(try CaskStore.open(at: missing, options: .init(durability: .os, readOnly: true))) {
             XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing))
         }
+        // An existing directory that holds no store: a writable open that must not create one
+        // refuses it and makes nothing there (no lock file); a read-only open reads it as empty.
+        let own = dir.appending("own")
+        try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: false)
+        XCTAssertThrowsError(try CaskStore.open(at: own, options: options)) { XCTAssertEqual($0 as? CaskError, .notAStore(path: own)) }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: own), [])
+        XCTAssertEqual(try CaskStore.open(at: own, options: .init(durability: .os, readOnly: true)).count, 0)
         // Every call that takes a store's path says the same (verify and inspect said `.io`).
         XCTAssertThrowsError(try CaskStore.verify(at: missing)) { XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing)) }
         XCTAssertThrowsError(try CaskStore.inspect(at: missing) { _ in }) { XCTAssertEqual($0 as? CaskError, .directoryMissing(path: missing)) }

@@ -105,9 +105,7 @@ struct RekeyCommand: Subcommand {
         // The library reports its progress in steps of a million keys: the bar ends at the keys copied.
         progress.update(Int64(rekey.keys), of: Int64(rekey.keys))
         progress.finish()
-        for cut in rekey.truncations {  // as the other writing commands say it (StoreAccess.openForWriting)
-            output.error("note: opening \(directory) cut the torn tail of \(cut.file): \(cut.bytesRemoved) bytes at offset \(cut.offset) (\(cut.reason))\n")
-        }
+        StoreAccess.noteCuts(rekey.truncations, in: directory, output: output)
         let report = Report(
             directory: directory, keys: rekey.keys, segmentBytesBefore: rekey.bytesBefore, segmentBytesAfter: rekey.bytesAfter,
             encryptedBefore: before != nil, algorithmBefore: before?.name, encrypted: rekey.algorithm != nil, algorithm: rekey.algorithm?.name,

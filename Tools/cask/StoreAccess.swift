@@ -25,20 +25,20 @@ enum StoreAccess {
     static func openForWriting(
         _ directory: String, encryption: Encryption, createIfMissing: Bool, automaticCompaction: Bool = true, output: Output
     ) throws(ToolError) -> CaskStore {
-        if !createIfMissing, let listing = try? StoreDirectory(listing: directory, encryption: nil, fileSystem: PosixFileSystem()),
-           !listing.holdsStore {
-            // An existing directory that holds no store: the open would make one, for nothing.
-            throw .store(.notAStore(path: directory))
-        }
         var options = CaskStore.Options()
         options.createIfMissing = createIfMissing
         options.automaticCompaction = automaticCompaction
         options.encryption = encryption
         let store = try CaskError.wrap { () throws(CaskError) in try CaskStore.open(at: directory, options: options) }
-        for cut in store.recoveryReport.truncations {
+        noteCuts(store.recoveryReport.truncations, in: directory, output: output)
+        return store
+    }
+
+    /// Says on standard error, one line each, what an open of `directory` cut (its torn tails).
+    static func noteCuts(_ truncations: [RecoveryReport.Truncation], in directory: String, output: Output) {
+        for cut in truncations {
             output.error("note: opening \(directory) cut the torn tail of \(cut.file): \(cut.bytesRemoved) bytes at offset \(cut.offset) (\(cut.reason))\n")
         }
-        return store
     }
 
     /// Whether the open of `store` skipped damage — anything but a torn tail, which a read-only

@@ -129,6 +129,15 @@ package struct StoreDirectory {
         }
     }
 
+    /// ``holdsStore`` of the directory at `path`, from its names alone (no header is read).
+    package static func holdsStore(at path: String, fileSystem: any FileSystem) throws(CaskError) -> Bool {
+        let names: [String]
+        do { names = try fileSystem.listDirectory(path) } catch {
+            throw CaskError.from(error, operation: "list directory", path: path, reading: true)
+        }
+        return names.contains { if case .segment = classify($0) { true } else { false } }
+    }
+
     /// What a file name in a store directory is.
     private static func classify(_ name: String) -> Name {
         if name == CompactionManifest.fileName { return .manifest }

@@ -42,13 +42,9 @@ extension CaskStore {
             throw CaskError.from(error, operation: "open store directory", path: directory, reading: true)
         }
         var report = RekeyReport(directory: path)
-        // A directory of one's own: the open would make a store there, and the swap move its files aside.
-        if let listing = try? StoreDirectory(listing: path, encryption: nil, fileSystem: fileSystem), !listing.holdsStore {
-            throw CaskError.notAStore(path: directory)
-        }
 
         var oldOptions = Options.maintenance(encryption: old)
-        oldOptions.createIfMissing = false
+        oldOptions.createIfMissing = false  // nor a store: a directory of one's own is refused (`notAStore`)
         // Its close, after the swap, must write nothing: its path then names the new store.
         oldOptions.writeHints = false
         let store = try CaskStore.open(at: path, options: oldOptions)

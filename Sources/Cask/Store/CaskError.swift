@@ -18,8 +18,8 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case notWritable(path: String, errno: Errno)
     /// Another process holds the store's write lock.
     case locked(path: String, holderPID: Int32?)
-    /// The directory exists but holds no store (no segment file), and the call makes none: a
-    /// maintenance call (`rekey`, the tool's `delete` and `compact`) changed nothing there.
+    /// The directory exists but holds no store (no segment file), and the call makes none (a
+    /// writable open with `createIfMissing` false, `rekey`): nothing was changed there.
     case notAStore(path: String)
     /// The store is already open for writing in this process, by another `CaskStore` (the lock is
     /// per open, not per process): use that one, or close it first.

@@ -93,7 +93,9 @@ public final class CaskStore: Sendable {
     /// Opens (or creates) the store in `directory` and recovers its index.
     ///
     /// Complexity: O(records) on the first open after a crash; O(keys) read from hint files otherwise.
-    /// Throws ``CaskError/locked(path:holderPID:)`` when another process has it open for writing
+    /// Throws ``CaskError/notAStore(path:)`` for a writable open with `createIfMissing` false of a
+    /// directory that holds no store,
+    /// ``CaskError/locked(path:holderPID:)`` when another process has it open for writing
     /// (``CaskError/alreadyOpen(path:)`` when another `CaskStore` of this one has),
     /// ``CaskError/invalidArgument(name:reason:)`` for an option out of range,
     /// ``CaskError/directoryMissing(path:)``, ``CaskError/notWritable(path:errno:)``,
@@ -119,7 +121,10 @@ public final class CaskStore: Sendable {
 
         switch fileSystem.isDirectory(directory) {
         case .some(true):
-            break
+            // Before the lock file is made: an open that must not create a store makes nothing there.
+            if !options.createIfMissing && !options.readOnly, try !StoreDirectory.holdsStore(at: directory, fileSystem: fileSystem) {
+                throw CaskError.notAStore(path: directory)
+            }
         case .some(false):
             throw CaskError.io(operation: "open store", path: directory, errno: .notDirectory)
         case .none:

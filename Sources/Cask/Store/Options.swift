@@ -6,7 +6,9 @@ extension CaskStore {
         /// Open for reading only: no lock is taken, nothing on disk is changed (a torn tail is
         /// ignored rather than cut), and writes throw ``CaskError/readOnly``.
         public var readOnly = false
-        /// Create the directory (mode 0700) when it does not exist. Default true.
+        /// Create the directory (mode 0700) when it does not exist, and the store in it. Default
+        /// true. When false, a missing directory throws ``CaskError/directoryMissing(path:)``, and a
+        /// writable open of a directory that holds no store ``CaskError/notAStore(path:)``.
         public var createIfMissing = true
         /// The active segment is sealed and a new one started once it reaches this size.
         /// Default 64 MiB; at most 4 GiB.
