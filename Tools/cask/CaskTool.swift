@@ -36,8 +36,9 @@ enum CaskTool {
 
     static func run(_ arguments: [[UInt8]], output: Output) -> ExitCode {
         guard let first = arguments.first else {
-            output.write(rootHelp)
-            return .success
+            // A usage error, not help: `cask "$command" …` with an empty variable must not pass.
+            output.error("Error: missing subcommand\nUsage: \(usage)\n  See 'cask help' for more information.\n")
+            return .usage
         }
         let name = String(decoding: first, as: UTF8.self)
         if name == "-h" || name == "--help" {
