@@ -228,7 +228,6 @@ final class ToolTests: XCTestCase {
     func testUsageErrorsExit64WithUsage() throws {
         let dir = try makeStore(["a"])
         let cases: [([String], String, String)] = [
-            ([], "Error: missing subcommand\n", "Usage: cask <subcommand>\n"),
             (["frobnicate"], "Error: unknown subcommand 'frobnicate'\n", "Usage: cask <subcommand>\n"),
             (["--verbose"], "Error: unknown option '--verbose'\n", "Usage: cask <subcommand>\n"),
             (["get"], "Error: missing argument <dir>\n", "Usage: cask get <dir> <key> [--escaped] [--key-file <file>]\n"),

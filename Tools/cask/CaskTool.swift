@@ -36,9 +36,8 @@ enum CaskTool {
 
     static func run(_ arguments: [[UInt8]], output: Output) -> ExitCode {
         guard let first = arguments.first else {
-            // A usage error, not help: `cask "$command" …` with an empty variable must not pass.
-            output.error("Error: missing subcommand\nUsage: \(usage)\n  See 'cask help' for more information.\n")
-            return .usage
+            output.write(rootHelp)
+            return .success
         }
         let name = String(decoding: first, as: UTF8.self)
         if name == "-h" || name == "--help" {
