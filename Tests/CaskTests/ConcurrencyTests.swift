@@ -432,12 +432,12 @@ final class ConcurrencyTests: XCTestCase {
             problems.assertNone("\(durability)")
             assertGroupCommitIsIdle(store, "after writers raced close (\(durability))")
 
-            XCTAssertThrowsError(try store.get(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed) }
-            XCTAssertThrowsError(try store.put(Self.key(0), [1])) { XCTAssertEqual($0 as? CaskError, .closed) }
-            XCTAssertThrowsError(try store.delete(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed) }
-            XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, .closed) }
-            XCTAssertThrowsError(try store.contains(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed) }
-            XCTAssertThrowsError(try store.keys()) { XCTAssertEqual($0 as? CaskError, .closed) }
+            XCTAssertThrowsError(try store.get(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+            XCTAssertThrowsError(try store.put(Self.key(0), [1])) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+            XCTAssertThrowsError(try store.delete(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+            XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+            XCTAssertThrowsError(try store.contains(Self.key(0))) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+            XCTAssertThrowsError(try store.keys()) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
             XCTAssertNoThrow(try store.close(), "a second close does nothing")
 
             let reopened = try CaskStore.open(at: dir.path, options: options)

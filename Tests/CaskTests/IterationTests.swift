@@ -485,11 +485,11 @@ final class IterationTests: XCTestCase {
         do throws(CaskError) {
             try store.forEach { _, _ throws(CaskError) in
                 visited += 1
-                if visited == 3 { throw CaskError.readOnly }
+                if visited == 3 { throw CaskError.readOnly(path: dir.path) }
             }
             XCTFail("forEach did not throw")
         } catch {
-            XCTAssertEqual(error, .readOnly)
+            XCTAssertEqual(error, .readOnly(path: dir.path))
         }
         XCTAssertEqual(visited, 3)
 
@@ -529,14 +529,14 @@ final class IterationTests: XCTestCase {
         XCTAssertThrowsError(try store.forEach { _, _ in
             visited += 1
             if visited == 5 { try store.close() }
-        }) { XCTAssertEqual($0 as? CaskError, .closed) }
+        }) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
         XCTAssertEqual(visited, 5)
-        XCTAssertThrowsError(try store.forEach { _, _ in XCTFail("visited a closed store") }) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.forEach { _, _ in XCTFail("visited a closed store") }) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
         do {
             _ = try store.entries()
             XCTFail("entries() on a closed store")
         } catch {
-            XCTAssertEqual(error, .closed)
+            XCTAssertEqual(error, .closed(path: store.directory))
         }
     }
 

@@ -126,13 +126,13 @@ final class ModelTests: XCTestCase {
             let reader = try CaskStore.open(at: dir.path, options: readOnly)
             XCTAssertTrue(reader.recoveryReport.isClean, "\(reader.recoveryReport)")
             assertStore(reader, matches: run.model, "read-only alongside the writer")
-            XCTAssertThrowsError(try reader.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+            XCTAssertThrowsError(try reader.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly(path: reader.directory)) }
             try reader.close()
             run.readOnlyChecks += 1
         }
         let before = try store.statistics()
         try store.close()
-        XCTAssertThrowsError(try store.get("x")) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.get("x")) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
         XCTAssertNoThrow(try store.close(), "closing twice")
         if mode == 2 {
             // The same store with and without its hint files, both read-only: identical contents and accounting.

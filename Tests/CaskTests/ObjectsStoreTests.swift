@@ -142,8 +142,8 @@ final class ObjectsStoreTests: XCTestCase {
         // The store's own refusals pass through unchanged.
         XCTAssertThrowsError(try store.set(1, forKey: "")) { XCTAssertEqual($0 as? CaskError, .emptyKey) }
         try store.close()
-        XCTAssertThrowsError(try store.get(Pair.self, forKey: "doc")) { XCTAssertEqual($0 as? CaskError, .closed) }
-        XCTAssertThrowsError(try store.set(1, forKey: "x")) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.get(Pair.self, forKey: "doc")) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+        XCTAssertThrowsError(try store.set(1, forKey: "x")) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
     }
 
     /// With the object cache and without: a cache miss once read as nil for every Optional type (issue 23, item 1).
@@ -230,7 +230,7 @@ final class ObjectsStoreTests: XCTestCase {
         XCTAssertEqual(calls.map(\.0), ["launch-count", "launch-count"])
         guard case .objectDecodingFailed(let key, let type, _, _) = calls.first?.1 else { return XCTFail("\(calls)") }
         XCTAssertEqual([key, type], ["launch-count", "Int"])
-        XCTAssertEqual(calls.last?.1, .closed)
+        XCTAssertEqual(calls.last?.1, .closed(path: store.directory))
     }
 
     /// Typed keys can expire (issue 23, item 5): the key then reads as its default.

@@ -54,20 +54,20 @@ final class StoreAPITests: XCTestCase {
         try store.put("a", [1])
         try store.close()
         try store.close()  // closing twice is fine
-        XCTAssertThrowsError(try store.get("a")) { XCTAssertEqual($0 as? CaskError, .closed) }
-        XCTAssertThrowsError(try store.put("a", [2])) { XCTAssertEqual($0 as? CaskError, .closed) }
-        XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, .closed) }
+        XCTAssertThrowsError(try store.get("a")) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+        XCTAssertThrowsError(try store.put("a", [2])) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
+        XCTAssertThrowsError(try store.sync()) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
 
         let reader = try CaskStore.open(at: dir.path, options: .init(durability: .os, readOnly: true))
         XCTAssertEqual(try reader.get("a"), [1])
         XCTAssertThrowsError(try reader.put("a", [2])) {
-            XCTAssertEqual($0 as? CaskError, .readOnly)
-            XCTAssertEqual("\($0)", "store is open read-only; open it for writing to change it")
+            XCTAssertEqual($0 as? CaskError, .readOnly(path: reader.directory))
+            XCTAssertEqual("\($0)", "store \(dir.path) is open read-only; open it for writing to change it")
         }
-        XCTAssertThrowsError(try reader.delete("a")) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+        XCTAssertThrowsError(try reader.delete("a")) { XCTAssertEqual($0 as? CaskError, .readOnly(path: reader.directory)) }
         // Writes that would change nothing are refused too (they returned as if done).
-        XCTAssertThrowsError(try reader.write(WriteBatch())) { XCTAssertEqual($0 as? CaskError, .readOnly) }
-        XCTAssertThrowsError(try reader.delete(prefix: "nothing/")) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+        XCTAssertThrowsError(try reader.write(WriteBatch())) { XCTAssertEqual($0 as? CaskError, .readOnly(path: reader.directory)) }
+        XCTAssertThrowsError(try reader.delete(prefix: "nothing/")) { XCTAssertEqual($0 as? CaskError, .readOnly(path: reader.directory)) }
         // A writer can open alongside a read-only store; the reader keeps its snapshot.
         let writer = try CaskStore.open(at: dir.path)
         try writer.put("b", [3])
@@ -258,7 +258,7 @@ final class StoreAPITests: XCTestCase {
             XCTAssertNil(try store.withValue("soon") { _ in called = true })
             XCTAssertFalse(called, "body must not run for an expired key")
             try store.close()
-            XCTAssertThrowsError(try store.withValue("v1") { _ in }) { XCTAssertEqual($0 as? CaskError, .closed) }
+            XCTAssertThrowsError(try store.withValue("v1") { _ in }) { XCTAssertEqual($0 as? CaskError, .closed(path: store.directory)) }
         }
     }
 

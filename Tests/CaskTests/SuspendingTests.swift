@@ -283,14 +283,14 @@ final class SuspendingTests: XCTestCase {
 
             let readOnly = try CaskStore.open(at: dir.path, options: .readOnly)
             XCTAssertEqual(try readOnly.get("c"), [6], "\(durability)")
-            await assertThrows(.readOnly) { () throws(CaskError) in try await readOnly.suspending.put("x", [1]) }
-            await assertThrows(.readOnly) { () throws(CaskError) in try await readOnly.suspending.delete("c") }
-            await assertThrows(.readOnly) { () throws(CaskError) in try await readOnly.suspending.compact() }
+            await assertThrows(.readOnly(path: readOnly.directory)) { () throws(CaskError) in try await readOnly.suspending.put("x", [1]) }
+            await assertThrows(.readOnly(path: readOnly.directory)) { () throws(CaskError) in try await readOnly.suspending.delete("c") }
+            await assertThrows(.readOnly(path: readOnly.directory)) { () throws(CaskError) in try await readOnly.suspending.compact() }
             try await readOnly.suspending.sync()  // nothing to sync, as for the blocking call
             try readOnly.close()
-            await assertThrows(.closed) { () throws(CaskError) in try await readOnly.suspending.put("x", [1]) }
-            await assertThrows(.closed) { () throws(CaskError) in try await store.suspending.put("x", [1]) }
-            await assertThrows(.closed) { () throws(CaskError) in try await store.suspending.sync() }
+            await assertThrows(.closed(path: readOnly.directory)) { () throws(CaskError) in try await readOnly.suspending.put("x", [1]) }
+            await assertThrows(.closed(path: store.directory)) { () throws(CaskError) in try await store.suspending.put("x", [1]) }
+            await assertThrows(.closed(path: store.directory)) { () throws(CaskError) in try await store.suspending.sync() }
         }
     }
 

@@ -160,7 +160,7 @@ final class TornWriteTests: XCTestCase {
             XCTAssertTrue(store.recoveryReport.truncations.isEmpty, "read-only must not cut: \(store.recoveryReport)")
             XCTAssertFalse(store.recoveryReport.isClean, "the torn tail is still reported: \(store.recoveryReport)")
             assertStore(store, matches: StoreFiles.replay(fixture.earlier + fixture.last.filter { $0.end <= cut }), "read-only, cut at \(cut)")
-            XCTAssertThrowsError(try store.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly) }
+            XCTAssertThrowsError(try store.put("x", [1])) { XCTAssertEqual($0 as? CaskError, .readOnly(path: store.directory)) }
             try store.close()
             XCTAssertTrue(try StoreFiles.snapshot(scratch.path) == before, "a read-only open modified the store")
         }

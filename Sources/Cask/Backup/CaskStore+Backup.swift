@@ -33,7 +33,7 @@ extension CaskStore {
         to destination: String, method: BackupMethod = .linkWherePossible, verify: Bool = false,
         progress: ((Progress) -> Void)? = nil
     ) throws(CaskError) -> BackupReport {
-        if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+        if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }
         let target = StoreRepair.trimmingSlashes(destination)
         var writer = BackupWriter(store: directory, destination: target, method: method, encryption: encryption, fileSystem: fileSystem)
         try writer.checkDestination()
@@ -77,7 +77,7 @@ extension CaskStore {
     /// The segment files of the state, in id order, with its keys and each segment's highest seq.
     private func listSegments() throws(CaskError) -> Listed {
         try state.read { (shared) throws(CaskError) -> Listed in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             var snapshot = BackupWriter.Snapshot()
             var files: [SegmentFile] = []
             for stats in shared.stats.segments.sorted(by: { $0.id < $1.id }) {

@@ -35,7 +35,7 @@ extension CaskStore {
     @discardableResult
     public func compact(progress: ((Progress) -> Void)? = nil) throws(CaskError) -> CompactionResult {
         guard let writer else {
-            throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
+            throw isClosed.load(ordering: .relaxed) ? CaskError.closed(path: directory) : CaskError.readOnly(path: directory)
         }
         return try compactionGate.withLock { (_) throws(CaskError) -> CompactionResult in
             try writer.withLock { (w) throws(CaskError) in

@@ -216,7 +216,7 @@ extension CaskStore {
             return
         }
         let location = try state.read { (shared) throws(CaskError) -> RecordLocation? in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             guard let location = shared.index.lookup(key) else { return nil }
             // An expired key is absent, whatever the cache holds for it.
             if !shared.expiries.isEmpty, shared.expiries.isExpired(key, now: Self.nowMilliseconds()) { return nil }

@@ -8,10 +8,10 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case keyTooLong(length: Int, limit: Int)
     /// A value was larger than the store's limit. Nothing was written.
     case valueTooLarge(length: Int, limit: Int)
-    /// The store was closed; open it again.
-    case closed
-    /// A write was attempted on a store opened read-only.
-    case readOnly
+    /// The store at `path` was closed; open it again.
+    case closed(path: String)
+    /// A write was attempted on the store at `path`, opened read-only.
+    case readOnly(path: String)
     /// The store directory does not exist and `createIfMissing` was false.
     case directoryMissing(path: String)
     /// The store directory (or a file in it) cannot be written.
@@ -80,10 +80,10 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             "key is \(length) bytes, over the limit of \(limit) bytes (keys are 1 to \(limit) bytes); nothing was read or written"
         case .valueTooLarge(let length, let limit):
             "value is \(length) bytes, over the limit of \(limit) bytes; nothing was written"
-        case .closed:
-            "store is closed; open it again to use it"
-        case .readOnly:
-            "store is open read-only; open it for writing to change it"
+        case .closed(let path):
+            "store \(path) is closed; open it again to use it"
+        case .readOnly(let path):
+            "store \(path) is open read-only; open it for writing to change it"
         case .directoryMissing(let path):
             "store directory \(path) does not exist; check the path (an open with createIfMissing, the default, creates it)"
         case .notWritable(let path, let errno):

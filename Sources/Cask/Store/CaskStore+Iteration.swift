@@ -92,7 +92,7 @@ extension CaskStore {
     /// holds the segment files of the slice it is reading (at most 16), whose disk space a
     /// compaction then cannot give back yet: let it go when done.
     public func entries(in range: KeyRange = .all, after: [UInt8]? = nil, order: KeyOrder = .ascending) throws(CaskError) -> EntryIterator {
-        if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+        if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }
         return EntryIterator(scan: EntryScan(store: self, range: range, after: after, order: order))
     }
 
@@ -211,7 +211,7 @@ struct EntryScan: ~Copyable {
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ expiresAt: UInt64?) -> R
     ) throws(CaskError) -> R? {
         while true {
-            if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if store.isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: store.directory) }
             if nextUnlocked < unlockedEnds.count {
                 let key = unlockedKey(nextUnlocked)!
                 let ahead = CaskStore.ReadAhead(

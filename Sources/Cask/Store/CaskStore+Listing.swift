@@ -62,7 +62,7 @@ extension CaskStore {
     public func count(in range: KeyRange) throws(CaskError) -> Int {
         if range == .all {
             return try state.read { (shared) throws(CaskError) in
-                if shared.closed { throw CaskError.closed }
+                if shared.closed { throw CaskError.closed(path: directory) }
                 return shared.index.count - (shared.expiries.isEmpty ? 0 : shared.expiries.expiredCount(now: Self.nowMilliseconds()))
             }
         }
@@ -122,12 +122,12 @@ extension CaskStore {
     /// it up.
     func ensureOrderedView() throws(CaskError) {
         let built = try state.read { (shared) throws(CaskError) -> Bool in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             return shared.index.hasOrderedView
         }
         if built { return }
         try state.write { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             shared.index.buildOrderedView()
         }
     }
@@ -177,7 +177,7 @@ struct KeyRangeCursor {
             try store.ensureOrderedView()
             viewBuilt = true
         }
-        if store.isClosed.load(ordering: .acquiring) { throw CaskError.closed }
+        if store.isClosed.load(ordering: .acquiring) { throw CaskError.closed(path: store.directory) }
         let span = span, descending = descending
         let outcome = store.state.withoutLocking { shared -> KeyIndex.UnlockedSlice in
             guard expiriesAllowed || !shared.expiriesUsed.load(ordering: .acquiring) else { return .fallBack }
@@ -204,7 +204,7 @@ struct KeyRangeCursor {
             viewBuilt = true
         }
         try store.state.read { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: store.directory) }
             if withLocations {
                 shared.index.walkLocations(span, descending: descending, limit: budget) { key, location in
                     visit(shared, key, location)

@@ -57,7 +57,7 @@ extension CaskStore {
     @usableFromInline
     func lookup(key: UnsafeRawBufferPointer) throws(CaskError) -> Bool {
         try state.read { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             guard shared.index.lookup(key) != nil else { return false }
             return shared.expiries.isEmpty || !shared.expiries.isExpired(key, now: Self.nowMilliseconds())
         }
@@ -322,7 +322,7 @@ extension CaskStore {
     /// the caller must check the key of the record there.
     func locate(key: UnsafeRawBufferPointer, exactly: Bool = true) throws(CaskError) -> (RecordLocation, SegmentFile)? {
         try state.read { (shared) throws(CaskError) -> (RecordLocation, SegmentFile)? in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             guard var location = exactly ? shared.index.lookup(key) : shared.index.probableLocation(key) else { return nil }
             var found = shared.segments[location.segmentID]
             if found == nil && !exactly {

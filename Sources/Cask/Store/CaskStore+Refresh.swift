@@ -33,11 +33,11 @@ extension CaskStore {
     /// Throws ``CaskError/closed`` and I/O errors (the handle stays as it was).
     @discardableResult
     public func refresh() throws(CaskError) -> RefreshResult {
-        if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+        if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }
         guard writer == nil else { return RefreshResult() }
         return try refreshEnds.withLock { (ends) throws(CaskError) -> RefreshResult in
             let (known, maxSeq) = try state.read { (shared) throws(CaskError) -> ([UInt64: SegmentFile], UInt64) in
-                if shared.closed { throw CaskError.closed }
+                if shared.closed { throw CaskError.closed(path: directory) }
                 var files: [UInt64: SegmentFile] = [:]
                 for segment in shared.stats.segments {
                     if let file = shared.segments[UInt32(segment.id)] { files[segment.id] = file }
@@ -70,7 +70,7 @@ extension CaskStore {
         result.segmentsAdded = plan.newSegments.count
         result.damage = plan.damage
         try state.write { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
             atomicMemoryFence(ordering: .releasing)
             defer { shared.batchVersion.add(1, ordering: .releasing) }
@@ -119,7 +119,7 @@ extension CaskStore {
         // A torn end (the writer's write in progress) is not damage: the next refresh reads it.
         result.damage = fresh.report.damagedRanges.filter { $0.kind != .tornTail }
         try state.write { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             shared.batchVersion.add(1, ordering: .sequentiallyConsistent)
             atomicMemoryFence(ordering: .releasing)
             defer { shared.batchVersion.add(1, ordering: .releasing) }

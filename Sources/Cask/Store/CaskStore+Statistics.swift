@@ -26,7 +26,7 @@ extension CaskStore {
     /// Current statistics. Thread-safe; O(segments), plus O(keys with an expiry) when there are any.
     public func statistics() throws(CaskError) -> Statistics {
         try state.read { (shared) throws(CaskError) in
-            if shared.closed { throw CaskError.closed }
+            if shared.closed { throw CaskError.closed(path: directory) }
             let segments = shared.stats.segments
             let expired = shared.expiries.isEmpty ? 0 : shared.expiries.expiredCount(now: Self.nowMilliseconds())
             return Statistics(

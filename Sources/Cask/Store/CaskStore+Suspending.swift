@@ -141,7 +141,7 @@ extension CaskStore {
     /// end, or nil when nothing was written.
     func appendWithoutWaiting(_ records: some WriteRecords) throws(CaskError) -> SyncPosition? {
         guard let writer else {
-            throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
+            throw isClosed.load(ordering: .relaxed) ? CaskError.closed(path: directory) : CaskError.readOnly(path: directory)
         }
         return try appendRecords(records, writer)
     }

@@ -81,7 +81,7 @@ extension CaskStore {
     /// the process being killed (not a power cut: that is ``sync()``). Nothing to do in other modes.
     public func flush() throws(CaskError) {
         guard let writer else {
-            if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }
             return
         }
         try writer.withLock { (w) throws(CaskError) in
@@ -101,7 +101,7 @@ extension CaskStore {
     /// read-only store. Throws ``CaskError/closed``.
     func syncTarget(_ writer: Lock<StoreWriter>?) throws(CaskError) -> SyncPosition? {
         guard let writer else {
-            if isClosed.load(ordering: .relaxed) { throw CaskError.closed }
+            if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }
             return nil
         }
         return try writer.withLock { (w) throws(CaskError) -> SyncPosition in
@@ -157,7 +157,7 @@ extension CaskStore {
     /// (``GroupCommit``). Returns false when it wrote nothing (``WriteRecords/isNoOp(in:)``).
     func append(_ records: some WriteRecords) throws(CaskError) -> Bool {
         guard let writer else {
-            throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
+            throw isClosed.load(ordering: .relaxed) ? CaskError.closed(path: directory) : CaskError.readOnly(path: directory)
         }
         guard options.durability == .fsync else { return try appendRecords(records, writer) != nil }
         return try groupCommit.append(writer: writer) { () throws(CaskError) in try appendRecords(records, writer) } != nil

@@ -130,7 +130,7 @@ package struct StoreWriter: ~Copyable {
     }
 
     package func checkUsable() throws(CaskError) {
-        if closed { throw CaskError.closed }
+        if closed { throw CaskError.closed(path: directory) }
         if let failure { throw failure }
     }
 

@@ -113,7 +113,7 @@ extension CaskStore {
         }
         // A read-only (or closed) store refuses even a batch with nothing in it, as it refuses any write.
         guard writer != nil else {
-            throw isClosed.load(ordering: .relaxed) ? CaskError.closed : CaskError.readOnly
+            throw isClosed.load(ordering: .relaxed) ? CaskError.closed(path: directory) : CaskError.readOnly(path: directory)
         }
         guard !batch.isEmpty else { return nil }
         let segmentLimit = Int64(UInt32.max) - Int64(SegmentHeader.maxLength)
