@@ -208,11 +208,20 @@ final class CorruptionTests: XCTestCase {
         let first = StoreFiles.segmentPath(dir.path, 1)
         try FileManager.default.removeItem(atPath: StoreFiles.hintPath(dir.path, 1))
         try StoreFiles.flip(first, at: 3, mask: 0x01)  // the magic number: the header is damage now
+        // Bytes after the last record that are no record: at the end of the segment appended to
+        // they would be its torn tail, to be cut. This one is not appended to: they are damage, and stay.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: first))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 100))
+        try handle.close()
         let damaged = try Data(contentsOf: URL(fileURLWithPath: first))
+        _ = try SecondReaderTests.compareReaders(dir.path, label: "the last segment's header damaged, no hint")
 
         for round in 0..<3 {
             let reopened = try CaskStore.open(at: dir.path)
-            XCTAssertEqual(reopened.recoveryReport.damagedRanges.map(\.file), [first], "round \(round): \(reopened.recoveryReport)")
+            XCTAssertEqual(reopened.recoveryReport.damagedRanges.map(\.file), [first, first], "round \(round): \(reopened.recoveryReport)")
+            XCTAssertEqual(reopened.recoveryReport.damagedRanges.map(\.kind), [.segmentHeader, .record], "round \(round)")
+            XCTAssertEqual(reopened.recoveryReport.truncations, [], "round \(round)")
             for (key, value) in model { XCTAssertEqual(try reopened.get(key), value) }
             let key = Array("after-\(round)".utf8)
             model[key] = [UInt8(round)]

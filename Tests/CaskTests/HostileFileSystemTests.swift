@@ -240,6 +240,37 @@ final class HostileFileSystemTests: XCTestCase {
     /// `*.tmp` file and any `NNNNNNNNNN.dict` file in a directory that held no store, and a store's
     /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
     /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
+    /// A file that only has a segment's name — not a Cask segment, with no hint file — in a directory
+    /// that holds nothing else of a store: the open takes the directory for a store whose newest
+    /// segment has a damaged header, so no segment is active. Neither the library nor a writing
+    /// command cuts or appends to it (its bytes after offset 40 would otherwise have been the
+    /// active segment's torn tail, cut away); writes go to a new segment.
+    func testAFileWithASegmentsNameIsNeverCutNorAppendedTo() throws {
+        let box = try Sandbox()
+        try FileManager.default.removeItem(atPath: box.store)
+        try FileManager.default.createDirectory(atPath: box.store, withIntermediateDirectories: false)
+        let foreign = Data((0..<40).map { "line \($0) of somebody's notes\n" }.joined().utf8)
+        let path = box.inStore("0000000001.cask")
+        try foreign.write(to: URL(fileURLWithPath: path))
+
+        let store = try CaskStore.open(at: box.store)
+        XCTAssertEqual(store.recoveryReport.truncations, [])
+        XCTAssertEqual(store.recoveryReport.damagedRanges.first?.kind, .segmentHeader, "\(store.recoveryReport)")
+        try store.put("k", [1])
+        try store.close()
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), foreign, "the library's open and put")
+
+        let run = try cask(["put", box.store, "k2"], stdin: Data("v".utf8))
+        XCTAssertEqual(run.status, 0, run.err)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), foreign, "cask put")
+        let reopened = try CaskStore.open(at: box.store)
+        XCTAssertEqual(try reopened.get("k"), [1])
+        XCTAssertEqual(try reopened.get("k2"), Array("v".utf8))
+        try reopened.close()
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), foreign)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: box.inStore("0000000002.cask")))
+    }
+
     func testWritersDeleteOnlyTheStoresOwnLeftovers() throws {
         // The last three are named as a store's own files are: in a directory with no store, still not its own.
         let foreign = ["notes.tmp", "x.cask.tmp", "draft.hint.tmp", "0000000001.cask.tmp.tmp", "0000000007.dict", "0000000003.hint.tmp", "0000000009.hint"]

@@ -292,6 +292,31 @@ final class TornWriteTests: XCTestCase {
         }
     }
 
+    /// A version 4 header cut short after its first 40 bytes, with no record after them: a torn
+    /// creation, whose bytes every reader names as one torn tail over the whole file (verify, dump
+    /// and repair also reported the bytes from 40 a second time, as a torn tail of their own, and
+    /// repair counted them twice among what it drops).
+    func testACutVersion4HeaderIsOneTornTail() throws {
+        let fixture = try makeFixture(seed: 0x7046)
+        defer { fixture.dir.remove() }
+        let newID = fixture.lastID + 1
+        let header = SegmentHeader(
+            segmentID: newID, baseSeq: fixture.all.map(\.seq).max()! + 1, keyPrefix: Array("drafts/ada/".utf8)).encoded()
+        for length in [41, 42, 48, header.count - 1] {
+            let scratch = TemporaryDirectory("cask-torn-header-4")
+            defer { scratch.remove() }
+            try StoreFiles.copy(from: fixture.dir.path, to: scratch.path)
+            let path = scratch.appending(SegmentName.segment(newID))
+            try StoreFiles.write(path, Array(header.prefix(length)))
+            let verification = try CaskStore.verify(at: scratch.path)
+            XCTAssertEqual(verification.damagedRanges.map { [$0.offset, $0.length] }, [[0, Int64(length)]], "\(length) bytes: \(verification)")
+            XCTAssertEqual(verification.damagedRanges.map(\.kind), [.tornTail], "\(length) bytes")
+            let repair = try CaskStore.repair(at: scratch.path, dryRun: true)
+            XCTAssertEqual(repair.bytesDropped, Int64(length), "\(length) bytes: \(repair)")
+            _ = try SecondReaderTests.compareReaders(scratch.path, label: "a version 4 header cut to \(length) bytes")
+        }
+    }
+
     /// The newest segment when it has a hint file was sealed (a hint is written only then): a header
     /// of it cut short or zeroed is damage, reported by every open, never a torn creation that a
     /// writer's open rewrites. Found by trying the tool: a compaction's output (the newest id) cut

@@ -1008,11 +1008,12 @@ class Reader:
         segment_ids = [i for i in segment_ids if 1 <= i <= MAX_SEGMENT_ID]
         hint_names = set(n for n in names if HINT_NAME.match(n))
         self.summary["segments"] = len(segment_ids)
-        headers = {}
+        headers, sizes = {}, {}
         for segment_id in segment_ids:
             with open(os.path.join(self.directory, "%010d.cask" % segment_id), "rb") as f:
                 headers[segment_id] = self.examine_header(segment_id, f.read(MAX_SEGMENT_HEADER_LENGTH))
-        active = self.active_segment(segment_ids, headers, hint_names)
+                sizes[segment_id] = os.fstat(f.fileno()).st_size
+        active = self.active_segment(segment_ids, headers, sizes, hint_names)
         for segment_id in segment_ids:
             last = segment_id == active
             name = "%010d.cask" % segment_id
@@ -1116,13 +1117,19 @@ class Reader:
                 h.dictionary = (dictionary_id, bytes(data[72:88]))
         return h
 
-    def active_segment(self, segment_ids, headers, hint_names):
-        """The segment a writer appends to: the highest base seq (ties: highest id). A newest
-        segment whose header is not valid is one whose creation was torn, unless it has a hint
-        file (a hint is written only once a header is whole): then its header is damage, and no
-        segment is active."""
+    def active_segment(self, segment_ids, headers, sizes, hint_names):
+        """The segment a writer appends to: the highest base seq (ties: highest id) among the
+        valid headers. A newest segment whose header is not valid is the active one only when its
+        creation was torn ("Reading a store", rule 4: no hint file, since a hint is written only
+        once a header is whole; and no longer than a header, or all zeros, or a version 4 header
+        cut short with no record after it); otherwise its header is damage, and no segment is
+        active."""
         if segment_ids and not headers[segment_ids[-1]].valid:
-            return None if "%010d.hint" % segment_ids[-1] in hint_names else segment_ids[-1]
+            newest = segment_ids[-1]
+            h, size = headers[newest], sizes[newest]
+            # examine_header saw the whole file when it is no longer than the longest header.
+            torn = size <= h.length or (size <= MAX_SEGMENT_HEADER_LENGTH and h.short)
+            return newest if torn and "%010d.hint" % newest not in hint_names else None
         best = None
         for segment_id in segment_ids:
             h = headers[segment_id]

@@ -101,11 +101,16 @@ extension CaskStore {
         for file in listed.files {
             headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, encryption: encryption, fileSystem: fileSystem)))
         }
-        let active = listed.files.last.flatMap { newest in
+        var active: UInt64?
+        if let newest = listed.files.last {
             // Whether it has a hint file, as the copy's open will judge it: the copy gets the hint
             // only if it can be opened here (``BackupWriter``).
             let hinted = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(newest.id))) != nil
-            return StoreDirectory.activeSegment(among: headers, newest: newest.id, newestHasHint: hinted)
+            var torn = false
+            if headers.last?.baseSeq == nil && !hinted {
+                torn = try StoreDirectory.isTornCreation(newest.id, in: directory, encryption: encryption, fileSystem: fileSystem)
+            }
+            active = StoreDirectory.activeSegment(among: headers, newest: newest.id, newestIsTornCreation: torn)
         }
         for file in listed.files {
             var copiedLength: Int64?

@@ -33,10 +33,11 @@ package struct StoreDirectory {
     /// Segments a valid manifest retires that are still present.
     package private(set) var retiredIDs: [UInt64] = []
     /// The active segment (FORMAT.md): the one with the highest base seq, ties to the highest id; a
-    /// newest segment whose header is invalid is the active one when it has no hint file (its
-    /// creation was torn). With a hint file (written only once a header is whole: when a segment is
-    /// sealed, or the store closed) its header is damage, and no segment is active: a writer starts
-    /// a new one rather than append to a segment sealed before. Nil without segments.
+    /// newest segment whose header is invalid is the active one only when its creation was torn
+    /// (``isTornCreation(_:in:encryption:fileSystem:)``: no hint file, and too short or empty for a
+    /// record). Otherwise its header is damage, and no segment is active: a writer starts a new one
+    /// rather than append to — or cut the tail of — a segment sealed before, or a file that only
+    /// has a segment's name. Nil without segments.
     package private(set) var activeSegmentID: UInt64?
     /// Segments (of ``segmentIDs``) that have a hint file.
     package private(set) var hintedIDs: Set<UInt64> = []
@@ -233,15 +234,45 @@ package struct StoreDirectory {
             }
             headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, encryption: encryption, fileSystem: fileSystem)))
         }
-        return ids.last.flatMap { activeSegment(among: headers, newest: $0, newestHasHint: sealed.contains($0)) }
+        guard let newest = ids.last else { return nil }
+        var torn = false
+        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) && !sealed.contains(newest) {
+            torn = try isTornCreation(newest, in: directory.path, encryption: encryption, fileSystem: fileSystem)
+        }
+        return activeSegment(among: headers, newest: newest, newestIsTornCreation: torn)
+    }
+
+    /// Whether segment `id` in the directory at `path`, taken as the newest one, is one whose
+    /// creation was torn (FORMAT.md, "Reading a store", rule 4): its header invalid, and the file
+    /// too short, all zeros or a cut version 4 header with no record after it. The caller has ruled
+    /// out a hint file (written only once a header is whole). False for a file that is gone.
+    package static func isTornCreation(
+        _ id: UInt64, in path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
+    ) throws(CaskError) -> Bool {
+        let segmentPath = path + "/" + SegmentName.segment(id)
+        let file: OpenFile
+        do { file = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0) } catch {
+            if error == .noEntry { return false }
+            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
+        }
+        let length: Int64
+        do { length = try fileSystem.fileSize(file.descriptor) } catch {
+            throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
+        }
+        var reader = SegmentReader(
+            fd: file.descriptor, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false, encryption: encryption,
+            fileSystem: fileSystem)
+        return try reader.readHeader().damage?.kind == .tornTail
     }
 
     /// The rule of ``activeSegment``, on the segments' ids and base seqs (nil: a header that is
-    /// not valid) and the newest id listed: when its header is invalid, that one if it has no hint
-    /// file, else none; otherwise the highest base seq, ties to the highest id. Also how a backup
-    /// knows which segment its copy appends to.
-    package static func activeSegment(among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64, newestHasHint: Bool) -> UInt64? {
-        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newestHasHint ? nil : newest }
+    /// not valid) and the newest id listed: when its header is invalid, that one if its creation
+    /// was torn, else none; otherwise the highest base seq among the valid headers, ties to the
+    /// highest id. Also how a backup knows which segment its copy appends to.
+    package static func activeSegment(
+        among headers: [(id: UInt64, baseSeq: UInt64?)], newest: UInt64, newestIsTornCreation: Bool
+    ) -> UInt64? {
+        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) { return newestIsTornCreation ? newest : nil }
         var best: (baseSeq: UInt64, id: UInt64)?
         for case let (id, baseSeq?) in headers where best.map({ (baseSeq, id) > ($0.baseSeq, $0.id) }) ?? true {
             best = (baseSeq, id)

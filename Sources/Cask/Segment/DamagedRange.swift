@@ -52,7 +52,7 @@ public struct DamagedRange: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The range without its file: `bytes 40..<151 (111 bytes, record): checksum mismatch`.
-    public var summary: String { "bytes \(offset)..<\(end) (\(length) bytes, \(kind.rawValue)): \(reason)" }
+    public var summary: String { "bytes \(offset)..<\(end) (\(length) byte\(length == 1 ? "" : "s"), \(kind.rawValue)): \(reason)" }
 
     public var description: String { "\(file) \(summary)" }
 }

@@ -93,7 +93,7 @@ package struct SegmentReader: ~Copyable {
     /// Where the records start: the end of the header (40 bytes, or 108 in an encrypted store).
     package private(set) var contentStart: Int64
     /// Set when the whole segment is damage (an encrypted store's segment whose header does not
-    /// authenticate): no record of it is read.
+    /// authenticate) or a torn creation: no record of it is read.
     private var unreadable = false
     /// A sealed record's plain form (header, key, payload): what ``record(at:)`` hands on for it.
     private var plain = ByteBuffer(capacity: 4096)
@@ -150,6 +150,8 @@ package struct SegmentReader: ~Copyable {
         let headerLength = Int64(encryption == nil ? SegmentHeader.length : SegmentHeader.encryptedLength)
         let decoded = try SegmentHeader.read(fd: fd, path: path, encryption: encryption, fileSystem: fileSystem)
         if isActive, case .failure(let problem) = decoded, try isTornCreation(problem, length: length, headerLength: headerLength) {
+            // No record is in it: its bytes are one torn tail, not scanned for records as well.
+            unreadable = true
             headerDamage = DamagedRange(
                 kind: .tornTail, file: path, segmentID: id, offset: 0, length: length,
                 reason: "segment header is incomplete (\(problem.explanation)): its creation was torn")
