@@ -470,6 +470,38 @@ final class ToolTests: XCTestCase {
         return dir
     }
 
+    /// Stray files — a store file's name gone wrong — are ignored and left alone, and every command
+    /// that examines the directory names them (FORMAT.md, "The store directory"): verify, stat and
+    /// recover, in text and JSON. They are no damage: verify still exits 0.
+    func testStrayFilesAreNamedByVerifyStatAndRecover() throws {
+        let dir = try makeStore(["a"])
+        let strays = ["4.cask", "0000000000.cask", "0000000001.cask.bak", "9999999999.hint", "notes.dict.txt"]
+        for name in strays { try Data("x".utf8).write(to: URL(fileURLWithPath: dir.appending(name))) }
+        let lines = { (text: String, prefix: String) in
+            text.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).components(separatedBy: ": ")[0] }
+        }
+        let expected = strays.map(dir.appending).sorted()
+
+        let verify = try cask(["verify", dir.path])
+        XCTAssertEqual(verify.status, 0, verify.err)
+        XCTAssertEqual(lines(verify.out, "ignored: "), expected)
+        XCTAssertTrue(verify.out.contains("ignored: \(dir.appending("4.cask")): not a segment name (ten digits, then .cask)\n"), verify.out)
+        let verifyJSON = try XCTUnwrap(try JSONSerialization.jsonObject(with: try cask(["verify", dir.path, "--json"]).stdout) as? [String: Any])
+        XCTAssertEqual((verifyJSON["ignoredFiles"] as? [String])?.map { $0.components(separatedBy: ": ")[0] }, expected)
+
+        let stat = try cask(["stat", dir.path])
+        XCTAssertEqual(stat.status, 0, stat.err)
+        XCTAssertEqual(lines(stat.err, "note: ignored "), expected)
+        let statJSON = try XCTUnwrap(try JSONSerialization.jsonObject(with: try cask(["stat", dir.path, "--json"]).stdout) as? [String: Any])
+        XCTAssertEqual((statJSON["ignoredFiles"] as? [String])?.count, strays.count)
+
+        let recover = try cask(["recover", dir.path, "--dry-run"])
+        XCTAssertEqual(recover.status, 0, recover.err)
+        XCTAssertEqual(lines(recover.out, "ignored: "), expected)
+        XCTAssertTrue(recover.out.hasSuffix("Nothing to repair.\n"), recover.out)
+        for name in strays { XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dir.appending(name))), Data("x".utf8), name) }
+    }
+
     func testVerifyCleanStoreExits0() throws {
         let dir = try makeFixedSizeStore()
         let run = try cask(["verify", dir.path])

@@ -80,6 +80,8 @@ struct RecoverCommand: Subcommand {
         var bytesDropped: Int64
         /// After a repair: whether `verify` finds the store clean (nil in a dry run or when nothing was done).
         var verifiedClean: Bool?
+        /// Stray files (a store file's name gone wrong): left alone.
+        var ignoredFiles: [String]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -112,6 +114,7 @@ struct RecoverCommand: Subcommand {
 
     private func write(_ repair: RepairReport, verification: VerificationReport?, to output: Output) {
         output.line("Checked \(directory): \(Self.count(repair.segmentsChecked, "segment")), \(Self.count(repair.recordsChecked, "record")), \(Self.count(repair.bytesChecked, "byte")).")
+        for file in repair.ignoredFiles { output.line("ignored: \(file)") }
         if repair.isClean {
             output.line("Nothing to repair.")
             return
@@ -181,6 +184,6 @@ struct RecoverCommand: Subcommand {
                     key: text, keyBase64: text == nil ? Data(lost.key).base64EncodedString() : nil, verified: lost.verified)
             },
             recordsDropped: repair.recordsDropped, recordsRestored: repair.recordsRestored, bytesDropped: repair.bytesDropped,
-            verifiedClean: verifiedClean)
+            verifiedClean: verifiedClean, ignoredFiles: repair.ignoredFiles)
     }
 }

@@ -73,6 +73,8 @@ struct StatCommand: Subcommand {
         var damagedRanges: Int
         var segments: [Segment]
         var dictionaries: [Dictionary]
+        /// Stray files (a store file's name gone wrong): ignored, never removed.
+        var ignoredFiles: [String]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -103,7 +105,8 @@ struct StatCommand: Subcommand {
                     compressionRatio: Self.ratio(segment.valueBytes, Self.recordBytes(segment)),
                     minSeq: segment.minSeq, maxSeq: segment.maxSeq, dictionary: segment.dictionaryID)
             },
-            dictionaries: dictionaries(statistics.segments))
+            dictionaries: dictionaries(statistics.segments),
+            ignoredFiles: store.recoveryReport.ignoredFiles)
         if json {
             try output.json(report)
         } else {
@@ -111,6 +114,7 @@ struct StatCommand: Subcommand {
             if damaged > 0 {
                 output.error("warning: \(damaged) damaged byte ranges were skipped; run 'cask verify \(directory)' for details\n")
             }
+            for file in report.ignoredFiles { output.error("note: ignored \(file)\n") }
         }
         return .success
     }

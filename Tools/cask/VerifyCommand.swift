@@ -45,6 +45,8 @@ struct VerifyCommand: Subcommand {
         var segments: [Segment]
         var problems: [DamageOutput]
         var invalidHints: [InvalidHint]
+        /// Stray files (a store file's name gone wrong): ignored, reported, never removed.
+        var ignoredFiles: [String]
     }
 
     func run(_ output: Output) throws(ToolError) -> ExitCode {
@@ -59,6 +61,7 @@ struct VerifyCommand: Subcommand {
             output.line("Verified \(directory): \(Self.count(verification.segments.count, "segment")), \(Self.count(verification.recordsChecked, "record")), \(Self.count(verification.bytesChecked, "byte")).")
             for problem in verification.damagedRanges { output.line("corrupt: \(problem)") }
             for hint in verification.invalidHints { output.line("invalid hint: \(hint)") }
+            for file in verification.ignoredFiles { output.line("ignored: \(file)") }
             if verification.isClean {
                 output.line("No damage found.")
             } else {
@@ -91,6 +94,7 @@ struct VerifyCommand: Subcommand {
                 return Report.Segment(id: segment.id, file: segment.file, bytes: segment.bytes, records: segment.records, hint: hint, hintEntries: entries)
             },
             problems: verification.damagedRanges.map(DamageOutput.init),
-            invalidHints: verification.invalidHints.map { Report.InvalidHint(file: $0.file, reason: $0.reason) })
+            invalidHints: verification.invalidHints.map { Report.InvalidHint(file: $0.file, reason: $0.reason) },
+            ignoredFiles: verification.ignoredFiles)
     }
 }

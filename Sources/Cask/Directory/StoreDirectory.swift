@@ -61,7 +61,7 @@ package struct StoreDirectory {
     /// The files every reader ignores, as reports name them: `path: why`.
     package var ignoredFiles: [String] {
         strays.map { "\(file($0.name)): \($0.reason)" }
-            + orphanHintIDs.map { "\(hintPath($0)): there is no segment \(SegmentName.segment($0)) for it; ignored" }
+            + orphanHintIDs.map { "\(hintPath($0)): there is no segment \(SegmentName.segment($0)) for it" }
     }
 
     package func file(_ name: String) -> String { path + "/" + name }
@@ -158,15 +158,15 @@ package struct StoreDirectory {
         for kind in kinds where name.hasSuffix(kind.suffix) {
             let digits = name.dropLast(kind.suffix.count)
             guard digits.count == 10, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let id = UInt64(digits) else {
-                return .stray("not a \(kind.what) name (ten digits, then \(kind.suffix)); ignored")
+                return .stray("not a \(kind.what) name (ten digits, then \(kind.suffix))")
             }
             guard id >= 1, id <= SegmentName.maxID else {
-                return .stray("\(kind.what) id \(id) is outside 1...\(SegmentName.maxID); ignored")
+                return .stray("\(kind.what) id \(id) is outside 1...\(SegmentName.maxID)")
             }
             return kind.name(id)
         }
         if name.contains(SegmentName.segmentExtension) || name.contains(SegmentName.hintExtension) || name.contains(SegmentName.dictionaryExtension) {
-            return .stray("not a file of the store (only NNNNNNNNNN.cask, NNNNNNNNNN.hint and NNNNNNNNNN.dict are); ignored")
+            return .stray("not a file of the store (only NNNNNNNNNN.cask, NNNNNNNNNN.hint and NNNNNNNNNN.dict are)")
         }
         return .other
     }
