@@ -43,6 +43,36 @@ final class ExpiryTests: XCTestCase {
 
     /// Deleting a key whose expiry passed is deleting an absent key: it returns false and writes
     /// nothing, as for a missing one; before the expiry it is an ordinary delete.
+    /// Durations at the ends of `Duration`'s range: one too long for the record's milliseconds
+    /// (`.seconds(.max)`, a plausible "never") is the last time a record can hold — it trapped on
+    /// overflow — and a negative one expires at once. Through every call that takes one.
+    func testExpiriesAtTheEndsOfDurationsRange() throws {
+        let dir = TemporaryDirectory("cask-expiry-range")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: options())
+        for (n, far) in [Duration.seconds(Int64.max), .seconds(Int64.max / 1000), .seconds(Int64.max / 1000 - 1), .milliseconds(Int64.max)].enumerated() {
+            try store.put("put-\(n)", [UInt8(n)], expiresAfter: far)
+            try store.set(n, forKey: "set-\(n)", expiresAfter: far)
+            var batch = WriteBatch()
+            batch.put("batch-\(n)", [UInt8(n)], expiresAfter: far)
+            try store.write(batch)
+            try store.suspendingPutForTest("task-\(n)", [UInt8(n)], expiresAfter: far)
+        }
+        try store.put("negative", [9], expiresAfter: .seconds(-5))
+        try store.put("zero", [9], expiresAfter: .zero)
+        for reopen in [false, true] {
+            if reopen { try store.close() }
+            let current = reopen ? try CaskStore.open(at: dir.path, options: options()) : store
+            for n in 0..<4 {
+                for key in ["put-\(n)", "batch-\(n)", "task-\(n)"] { XCTAssertEqual(try current.get(key), [UInt8(n)], "\(key), reopened: \(reopen)") }
+                XCTAssertEqual(try current.get(Int.self, forKey: "set-\(n)"), n, "reopened: \(reopen)")
+            }
+            assertAbsent(current, "negative", "reopened: \(reopen)")
+            assertAbsent(current, "zero", "reopened: \(reopen)")
+            if reopen { try current.close() }
+        }
+    }
+
     func testDeletingAnExpiredKeyIsDeletingAMissingOne() throws {
         let dir = TemporaryDirectory("cask-expiry-delete")
         defer { dir.remove() }
@@ -130,5 +160,19 @@ final class ExpiryTests: XCTestCase {
         XCTAssertNil(try reopened.get(Session.self, forKey: "session"))
         XCTAssertEqual(reopened.count, 0)
         try reopened.close()
+    }
+}
+
+private extension CaskStore {
+    /// The suspending put with an expiry, run to completion from synchronous test code.
+    func suspendingPutForTest(_ key: String, _ value: [UInt8], expiresAfter duration: Duration) throws {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var failure: Error?
+        Task {
+            do { try await self.suspending.put(key, value, expiresAfter: duration) } catch { failure = error }
+            done.signal()
+        }
+        done.wait()
+        if let failure { throw failure }
     }
 }

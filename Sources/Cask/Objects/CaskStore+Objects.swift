@@ -25,7 +25,7 @@ extension CaskStore {
     /// Sets `key` to `value` until `duration` from now (wall-clock): from then on it reads as absent,
     /// across reopens, and compaction drops it (see ``put(_:_:expiresAfter:)-(_,_,Duration)``).
     public func set<T: Encodable>(_ value: T, forKey key: String, expiresAfter duration: Duration, coder: ObjectCoder? = nil) throws(CaskError) {
-        try set(value, forKey: key, coder: coder, expiresAt: Self.nowMilliseconds() + duration.clampedMilliseconds)
+        try set(value, forKey: key, coder: coder, expiresAt: duration.expiry(after: Self.nowMilliseconds()))
     }
 
     /// Sets `key` to `value` until the wall-clock time `date`.

@@ -36,7 +36,7 @@ extension CaskStore {
         /// As ``CaskStore/put(_:_:expiresAfter:)-(some Collection<UInt8>,_,_)``: `key` reads as
         /// absent from `duration` from now on.
         public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) async throws(CaskError) {
-            try await put(key, value, expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds)
+            try await put(key, value, expiresAt: duration.expiry(after: CaskStore.nowMilliseconds()))
         }
 
         public func put(_ key: String, _ value: some Collection<UInt8>, expiresAfter duration: Duration) async throws(CaskError) {
@@ -77,7 +77,7 @@ extension CaskStore {
 
         /// As ``CaskStore/set(_:forKey:expiresAfter:coder:)``.
         public func set<T: Encodable>(_ value: T, forKey key: String, expiresAfter duration: Duration, coder: ObjectCoder? = nil) async throws(CaskError) {
-            try await set(value, forKey: key, coder: coder, expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds)
+            try await set(value, forKey: key, coder: coder, expiresAt: duration.expiry(after: CaskStore.nowMilliseconds()))
         }
 
         /// As ``CaskStore/set(_:for:)``: for an optional value, `nil` deletes the key.

@@ -28,10 +28,12 @@ extension CaskStore {
 
     /// Sets `key` to `value` until `expiresAfter` from now (wall-clock time): from then on the key
     /// reads as absent (`get`, `contains`, `count`, `keys`), across reopens, and compaction drops its
-    /// record. A later put without expiry makes the key permanent again.
+    /// record. A later put without expiry makes the key permanent again. A negative duration
+    /// expires at once; one past the last time a record holds (in 584 million years: `.seconds(.max)`)
+    /// is that time.
     @inlinable
     public func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) throws(CaskError) {
-        try put(key, value, expiresAtMilliseconds: Self.nowMilliseconds() + duration.clampedMilliseconds)
+        try put(key, value, expiresAtMilliseconds: duration.expiry(after: Self.nowMilliseconds()))
     }
 
     @inlinable

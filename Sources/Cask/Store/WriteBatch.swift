@@ -40,7 +40,7 @@ public struct WriteBatch: Sendable {
 
     /// A put whose key expires `duration` after ``CaskStore/write(_:)`` is called.
     public mutating func put(_ key: some Collection<UInt8>, _ value: some Collection<UInt8>, expiresAfter duration: Duration) {
-        operations.append(.put(key: Array(key), value: Array(value), expiresAt: CaskStore.nowMilliseconds() + duration.clampedMilliseconds))
+        operations.append(.put(key: Array(key), value: Array(value), expiresAt: duration.expiry(after: CaskStore.nowMilliseconds())))
     }
 
     /// A put whose key (its UTF-8 bytes) expires `duration` after ``CaskStore/write(_:)`` is called.
@@ -69,7 +69,7 @@ public struct WriteBatch: Sendable {
     /// An optional `value` that is `nil` deletes the key, as `store.set` does.
     public mutating func set<T: Encodable & Sendable>(_ value: T, forKey key: String, expiresAfter duration: Duration? = nil) {
         if let optional = value as? any ObjectOptionalValue, optional.isNone { return delete(key) }
-        let expiresAt = duration.map { CaskStore.nowMilliseconds() + $0.clampedMilliseconds }
+        let expiresAt = duration.map { $0.expiry(after: CaskStore.nowMilliseconds()) }
         objects.append((operations.count, { (store) throws(CaskError) in try store.encodeObject(value, forKey: key) }))
         operations.append(.put(key: Array(key.utf8), value: [], expiresAt: expiresAt))
     }
