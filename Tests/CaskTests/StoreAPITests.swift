@@ -119,6 +119,31 @@ final class StoreAPITests: XCTestCase {
                 guard case .invalidArgument(name: "Options.maxSegmentSize", _)? = $0 as? CaskError else { return XCTFail("\($0)") }
             }
         }
+        // The rest, each at a value out of range (they trapped, spun or never flushed, far from where they were set).
+        let outOfRange: [(String, (inout CaskStore.Options) -> Void)] = [
+            ("bufferSize", { $0.bufferSize = -1 }),
+            ("flushInterval", { $0.flushInterval = -1 }), ("flushInterval", { $0.flushInterval = .nan }),
+            ("flushInterval", { $0.flushInterval = .infinity }),
+            ("compactionDeadRatio", { $0.compactionDeadRatio = 2 }), ("compactionDeadRatio", { $0.compactionDeadRatio = 0 }),
+            ("compactionDeadRatio", { $0.compactionDeadRatio = .nan }),
+            ("compactionMinDeadBytes", { $0.compactionMinDeadBytes = -1 }),
+            ("idleCompactionDelay", { $0.idleCompactionDelay = -1 }), ("idleCompactionDelay", { $0.idleCompactionDelay = .nan }),
+            ("dictionaries.trainingSampleBytes", { $0.dictionaries.trainingSampleBytes = 0 }),
+            ("objects.cache.maxEntries", { $0.objects.cache = .entries(0) }), ("objects.cache.maxEntries", { $0.objects.cache = .entries(-1) }),
+            ("objects.cache.maxBytes", { $0.objects.cache = .bytes(-1) }),
+        ]
+        for (name, change) in outOfRange {
+            var options = CaskStore.Options()
+            change(&options)
+            XCTAssertThrowsError(try CaskStore.open(at: dir.path, options: options), name) {
+                guard case .invalidArgument(name: "Options.\(name)", let reason)? = $0 as? CaskError else { return XCTFail("\(name): \($0)") }
+                XCTAssertTrue(reason.hasPrefix("is "), reason)
+            }
+        }
+        var bounds = CaskStore.Options()
+        (bounds.bufferSize, bounds.flushInterval, bounds.compactionDeadRatio, bounds.idleCompactionDelay) = (0, 0, 1, 0)
+        bounds.objects.cache = .entries(1)
+        try CaskStore.open(at: TemporaryDirectory().path, options: bounds).close()
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), [], "nothing was written")
         let store = try CaskStore.open(at: dir.path)
         defer { try? store.close() }

@@ -37,8 +37,9 @@ extension CaskStore {
         /// stand-in for its size in memory). A value larger than this is not cached.
         public var maxBytes: Int?
 
+        /// Each limit that is set must be more than 0: an open with one that is not throws
+        /// ``CaskError/invalidArgument(name:reason:)``.
         public init(maxEntries: Int? = nil, maxBytes: Int? = nil) {
-            precondition(maxEntries.map { $0 > 0 } ?? true && maxBytes.map { $0 > 0 } ?? true, "cache limits must be positive")
             self.maxEntries = maxEntries
             self.maxBytes = maxBytes
         }

@@ -107,12 +107,7 @@ public final class CaskStore: Sendable {
 
     private init(directory: String, options: Options) throws(CaskError) {
         let fileSystem = options.fileSystem
-        guard options.maxSegmentSize >= 4096, options.maxSegmentSize <= Int64(UInt32.max) else {
-            throw .invalidArgument(name: "Options.maxSegmentSize", reason: "is \(options.maxSegmentSize); it must be from 4,096 (4 KiB) to \(UInt32.max) (4 GiB)")
-        }
-        guard options.maxValueSize >= 0, options.maxValueSize <= Limits.maxValueLength else {
-            throw .invalidArgument(name: "Options.maxValueSize", reason: "is \(options.maxValueSize); it must be from 0 to \(Limits.maxValueLength) (256 MiB)")
-        }
+        try options.validate()
         self.directory = directory
         self.options = options
         self.fileSystem = fileSystem

@@ -92,5 +92,36 @@ extension CaskStore {
             self.durability = durability
             self.readOnly = readOnly
         }
+
+        /// Throws ``CaskError/invalidArgument(name:reason:)`` naming the first option out of its
+        /// range, as the open does before it touches the directory (a value out of range would
+        /// trap, spin or never flush later, far from where it was set).
+        func validate() throws(CaskError) {
+            func refuse(_ name: String, _ value: Any, _ range: String) -> CaskError {
+                .invalidArgument(name: "Options.\(name)", reason: "is \(value); it must be \(range)")
+            }
+            guard maxSegmentSize >= 4096, maxSegmentSize <= Int64(UInt32.max) else {
+                throw refuse("maxSegmentSize", maxSegmentSize, "from 4,096 (4 KiB) to \(UInt32.max) (4 GiB)")
+            }
+            guard maxValueSize >= 0, maxValueSize <= Limits.maxValueLength else {
+                throw refuse("maxValueSize", maxValueSize, "from 0 to \(Limits.maxValueLength) (256 MiB)")
+            }
+            guard bufferSize >= 0 else { throw refuse("bufferSize", bufferSize, "0 or more bytes") }
+            guard flushInterval.isFinite, flushInterval >= 0 else { throw refuse("flushInterval", flushInterval, "0 (off) or more seconds") }
+            guard compactionDeadRatio.isFinite, compactionDeadRatio > 0, compactionDeadRatio <= 1 else {
+                throw refuse("compactionDeadRatio", compactionDeadRatio, "more than 0 and at most 1")
+            }
+            guard compactionMinDeadBytes >= 0 else { throw refuse("compactionMinDeadBytes", compactionMinDeadBytes, "0 or more bytes") }
+            guard idleCompactionDelay.isFinite, idleCompactionDelay >= 0 else {
+                throw refuse("idleCompactionDelay", idleCompactionDelay, "0 (off) or more seconds")
+            }
+            guard dictionaries.trainingSampleBytes > 0 else {
+                throw refuse("dictionaries.trainingSampleBytes", dictionaries.trainingSampleBytes, "more than 0 bytes")
+            }
+            if let cache = objects.cache {
+                if let entries = cache.maxEntries, entries <= 0 { throw refuse("objects.cache.maxEntries", entries, "more than 0") }
+                if let bytes = cache.maxBytes, bytes <= 0 { throw refuse("objects.cache.maxBytes", bytes, "more than 0") }
+            }
+        }
     }
 }
