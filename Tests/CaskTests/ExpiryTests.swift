@@ -143,6 +143,36 @@ final class ExpiryTests: XCTestCase {
         try reopened.close()
     }
 
+    /// A store whose records have all expired (a search history) is compacted like one whose records
+    /// were overwritten: by `compact()`, and on its own once idle. Expired records count as dead to
+    /// the choice of segments; before, they counted as live and such a store grew without bound.
+    func testExpiredRecordsAreReclaimed() throws {
+        for automatic in [false, true] {
+            let dir = TemporaryDirectory("cask-expiry-reclaim")
+            defer { dir.remove() }
+            var options = automatic ? CaskStore.Options() : options()
+            if automatic { options.idleCompactionDelay = 0.3 }
+            let store = try CaskStore.open(at: dir.path, options: options)
+            var random = SeededGenerator(seed: 7)
+            for i in 0..<500 { try store.put("search/\(i)", random.bytes(100), expiresAfter: .milliseconds(100)) }
+            try store.put("settings", [1])
+            let before = try store.statistics().segmentBytes
+            if automatic {
+                usleep(800_000)  // the entries expire, then the writes have paused for the idle delay
+                store.waitForBackgroundWork()
+            } else {
+                usleep(200_000)
+                let result = try store.compact()
+                XCTAssertGreaterThanOrEqual(result.recordsDropped, 500, "\(result)")
+            }
+            let after = try store.statistics()
+            XCTAssertEqual(after.keys, 1, "automatic: \(automatic)")
+            XCTAssertLessThan(after.segmentBytes * 10, before, "automatic: \(automatic): \(before) -> \(after.segmentBytes) bytes")
+            XCTAssertEqual(try store.get("settings"), [1])
+            try store.close()
+        }
+    }
+
     func testCodableValuesExpireToo() throws {
         struct Session: Codable, Equatable, Sendable { var user: String; var token: [UInt8] }
         let dir = TemporaryDirectory("cask-expiry-codable")

@@ -149,8 +149,13 @@ struct Compactor {
 
     private func select(_ selection: Selection, activeID: UInt64, nextSeq: UInt64) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
         state.read { shared in
+            let expired = Self.expiredBytes(shared)
             let sealed = shared.stats.segments.filter {
                 $0.sealed && $0.id != activeID && !$0.damaged && shared.segments[UInt32($0.id)] != nil
+            }.map { segment in
+                var counted = segment
+                counted.liveBytes -= expired[segment.id] ?? 0  // dead bytes are the rest of the file
+                return counted
             }
             let chosen: [SegmentStats]
             switch selection {
@@ -164,7 +169,7 @@ struct Compactor {
             case .one(let id):
                 chosen = sealed.filter { $0.id == id && ($0.deadBytes > 0 || $0.records == 0) }
             case .policy:
-                let deadTotal = shared.stats.segments.reduce(0) { $0 + $1.deadBytes }
+                let deadTotal = shared.stats.segments.reduce(0) { $0 + $1.deadBytes } + expired.values.reduce(0, +)
                 guard deadTotal >= options.compactionMinDeadBytes else { return nil }
                 chosen = sealed.filter { segment in
                     let body = max(1, segment.fileBytes - segment.headerBytes)
@@ -181,6 +186,22 @@ struct Compactor {
         }
     }
 
+    /// The bytes of the records of keys that have expired, by segment id. Still the keys' records
+    /// in the index (and live in the segments' accounting), they are dead to a compaction, which
+    /// drops them (keeping one only while an older record of its key may lie outside its inputs,
+    /// as it keeps a tombstone): without counting them, a store of expiring entries (a search
+    /// history, sessions) was never picked and grew without bound. O(keys with an expiry); none
+    /// for a store that has none.
+    static func expiredBytes(_ shared: CaskStore.SharedState) -> [UInt64: Int64] {
+        guard !shared.expiries.isEmpty else { return [:] }
+        var bytes: [UInt64: Int64] = [:]
+        shared.expiries.forEachExpired(now: CaskStore.nowMilliseconds()) { key in
+            guard let location = key.withUnsafeBytes({ shared.index.lookup($0) }) else { return }
+            bytes[UInt64(location.segmentID), default: 0] += Int64(location.length)
+        }
+        return bytes
+    }
+
     /// Whether the store fits in one segment (its files hold at most ``CaskStore/Options/maxSegmentSize``)
     /// and more of its bytes are dead than live, at least `floor` of them — or it is spread over
     /// more than ``CompactionWatch/segmentsToMerge`` segments (an encrypted store starts a segment
@@ -190,10 +211,11 @@ struct Compactor {
     func smallStoreIsDue(floor: Int64) -> Bool {
         state.read { shared in
             var fileBytes: Int64 = 0, liveBytes: Int64 = 0, deadBytes: Int64 = 0, segments = 0
+            let expired = Self.expiredBytes(shared)
             for segment in shared.stats.segments where !segment.damaged {
                 fileBytes += segment.fileBytes
-                liveBytes += segment.liveBytes
-                deadBytes += segment.deadBytes
+                liveBytes += segment.liveBytes - (expired[segment.id] ?? 0)
+                deadBytes += segment.deadBytes + (expired[segment.id] ?? 0)
                 segments += 1
             }
             guard fileBytes <= options.maxSegmentSize else { return false }

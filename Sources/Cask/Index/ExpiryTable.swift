@@ -55,6 +55,11 @@ package struct ExpiryTable {
 
     package func expiresAt(_ key: [UInt8]) -> UInt64? { times[key]?.time }
 
+    /// Calls `body` with each key that has expired by `now`. O(keys with an expiry).
+    package func forEachExpired(now: UInt64, _ body: ([UInt8]) -> Void) {
+        for (key, expiry) in times where expiry.time <= now { body(key) }
+    }
+
     // MARK: Notices
 
     /// When the next notice is due; nil when no key that has not expired yet has an expiry.
