@@ -76,6 +76,34 @@ final class StoreAPITests: XCTestCase {
         try reader.close()
     }
 
+    /// What stops an open from making the store's directory is its parent, or the path itself:
+    /// the error says which (an empty path was "create directory failed on : No such file or
+    /// directory", a parent that may not be written named the store and advised a read-only open).
+    func testAStoreThatCannotBeCreatedSaysWhy() throws {
+        XCTAssertThrowsError(try CaskStore.open(at: "")) {
+            XCTAssertEqual("\($0)", #"directory is empty; give the store's directory, such as "./store""#)
+        }
+        let dir = TemporaryDirectory()
+        let orphan = dir.appending("no-parent/store")
+        XCTAssertThrowsError(try CaskStore.open(at: orphan)) {
+            XCTAssertEqual(
+                "\($0)",
+                "create store directory (the open makes the store's directory, not its parents: \(dir.appending("no-parent"))) failed on \(orphan): No such file or directory (errno 2)")
+        }
+        for errno in [Errno.permissionDenied, .readOnlyFileSystem] {
+            let fileSystem = FaultInjectingFileSystem()
+            fileSystem.inject(FaultInjectingFileSystem.Rule(.makeDirectory, .nth(1), .fail(errno)))
+            var options = CaskStore.Options()
+            options.fileSystem = fileSystem
+            XCTAssertThrowsError(try CaskStore.open(at: dir.appending("store"), options: options)) {
+                XCTAssertEqual($0 as? CaskError, .notWritable(path: dir.path, errno: errno))
+            }
+        }
+        XCTAssertThrowsError(try CaskStore.open(at: dir.appending("absent"), options: .readOnly)) {
+            XCTAssertEqual("\($0)", "store directory \(dir.appending("absent")) does not exist; check the path (a writable open with createIfMissing, the default, creates it; a read-only one never does)")
+        }
+    }
+
     func testMissingDirectory() throws {
         let dir = TemporaryDirectory()
         let missing = dir.appending("absent")

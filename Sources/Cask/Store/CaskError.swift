@@ -85,9 +85,9 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
         case .readOnly(let path):
             "store \(path) is open read-only; open it for writing to change it"
         case .directoryMissing(let path):
-            "store directory \(path) does not exist; check the path (an open with createIfMissing, the default, creates it)"
+            "store directory \(path) does not exist; check the path (a writable open with createIfMissing, the default, creates it; a read-only one never does)"
         case .notWritable(let path, let errno):
-            "cannot write \(path): \(errno); check its permissions or open the store read-only"
+            "cannot write \(path): \(errno); check its permissions, or open an existing store read-only"
         case .locked(let path, let pid):
             if let pid {
                 "store \(path) is locked by another process (pid \(pid)); open it read-only or close the other process"

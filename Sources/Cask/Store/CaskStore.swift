@@ -108,6 +108,9 @@ public final class CaskStore: Sendable {
     private init(directory: String, options: Options) throws(CaskError) {
         let fileSystem = options.fileSystem
         try options.validate()
+        guard !directory.isEmpty else {
+            throw .invalidArgument(name: "directory", reason: "is empty; give the store's directory, such as \"./store\"")
+        }
         self.directory = directory
         self.options = options
         self.fileSystem = fileSystem
@@ -134,6 +137,12 @@ public final class CaskStore: Sendable {
                 try fileSystem.makeDirectory(directory, mode: 0o700)
                 try fileSystem.syncDirectory(Self.parent(of: directory))
             } catch {
+                // What stops a creation is the parent: name it.
+                let parent = Self.parent(of: directory)
+                if error == .noEntry {
+                    throw CaskError.io(operation: "create store directory (the open makes the store's directory, not its parents: \(parent))", path: directory, errno: error)
+                }
+                if error == .permissionDenied || error == .readOnlyFileSystem { throw CaskError.notWritable(path: parent, errno: error) }
                 if error != .exists { throw CaskError.from(error, operation: "create directory", path: directory) }
                 // The name exists but is no directory to stat: a link to nothing or a loop of links
                 // (or a directory another process made meanwhile, which opens).
