@@ -69,6 +69,27 @@ final class CompactionTests: XCTestCase {
 
     /// The space really comes back: once compaction is done, the process holds no descriptor or
     /// mapping of a deleted segment (an unlinked file still open keeps its blocks).
+    /// `compact()` on a store with nothing dead changes nothing: it sealed the active segment
+    /// whenever it held records, so every such call left one more segment file (and hint).
+    func testCompactingNothingDeadLeavesTheSegmentsAsTheyAre() throws {
+        let dir = TemporaryDirectory("cask-compact-nothing")
+        defer { dir.remove() }
+        let store = try CaskStore.open(at: dir.path, options: options())
+        for i in 0..<20 { try store.put("key-\(i)", Array("value \(i)".utf8)) }
+        let names = { try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() }
+        let before = try names()
+        for _ in 0..<3 {
+            let result = try store.compact()
+            XCTAssertEqual(result.segmentsCompacted, 0, "\(result)")
+        }
+        XCTAssertEqual(try names(), before)
+        // One dead record in the active segment: now it is sealed and compacted.
+        try store.put("key-0", [0])
+        XCTAssertEqual(try store.compact().recordsDropped, 1)
+        XCTAssertEqual(try store.get("key-0"), [0])
+        try store.close()
+    }
+
     func testDeletedSegmentsAreClosedAndUnmapped() throws {
         let dir = TemporaryDirectory("cask-compaction-space")
         var options = options(segment: 8 << 10)

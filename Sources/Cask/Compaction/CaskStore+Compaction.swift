@@ -20,7 +20,7 @@ extension CaskStore {
         public init() {}
     }
 
-    /// Compacts now: seals the active segment if it holds records, then rewrites every sealed
+    /// Compacts now: seals the active segment if it holds dead records, then rewrites every sealed
     /// segment that holds dead records, keeping only live ones.
     ///
     /// Reads and writes continue meanwhile (a write racing the compaction always wins). A crash at
@@ -40,8 +40,14 @@ extension CaskStore {
         return try compactionGate.withLock { (_) throws(CaskError) -> CompactionResult in
             try writer.withLock { (w) throws(CaskError) in
                 try w.checkUsable()
-                let hasRecords = state.read { $0.stats[w.active.id]?.records ?? 0 } > 0
-                if hasRecords { try rotate(&w, followUp: false) }
+                // Sealed (to be compacted with the rest) only when some of its records are dead:
+                // else a compaction with nothing to do would leave one more segment each time.
+                let activeID = w.active.id
+                let hasDeadRecords = state.read { shared in
+                    guard let stats = shared.stats[activeID], stats.records > 0 else { return false }
+                    return stats.deadBytes + (Compactor.expiredBytes(shared)[activeID] ?? 0) > 0
+                }
+                if hasDeadRecords { try rotate(&w, followUp: false) }
             }
             return try compactor().run(.everythingDead, progress: progress)
         }
