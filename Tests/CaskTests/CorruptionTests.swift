@@ -234,6 +234,41 @@ final class CorruptionTests: XCTestCase {
         XCTAssertEqual(names, ["0000000001.cask", "0000000002.cask"])
     }
 
+    /// A header whose checksum holds but that every reader rejects (here a version 2 header naming
+    /// dictionary 0) is damage to the choice of the active segment too, as FORMAT.md says. The
+    /// choice took the header's base seq by a looser check of its own: as the newest segment with
+    /// a higher one, its bytes after the header were cut as a torn tail; with a lower one, the
+    /// segment before it, sealed and hinted, was appended to again. Now neither is touched, a new
+    /// segment takes the writes, and both readers agree.
+    func testAHeaderEveryReaderRejectsTakesNoPartInChoosingTheActiveSegment() throws {
+        for baseSeq: UInt64 in [1_000, 0] {
+            let dir = TemporaryDirectory("cask-corrupt-rejected-header")
+            defer { dir.remove() }
+            let store = try CaskStore.open(at: dir.path)
+            for i in 0..<20 { try store.put("key-\(i)", Array("value-\(i)".utf8)) }
+            try store.close()
+            var header = SegmentHeader(segmentID: 2, baseSeq: baseSeq, dictionaryID: 1, dictionaryChecksum: 7).encoded()
+            for offset in 32..<36 { header[offset] = 0 }  // dictionary id 0: not a valid version 2 header
+            StoreFiles.rechecksumSegmentHeader(&header)
+            let second = StoreFiles.segmentPath(dir.path, 2)
+            try StoreFiles.write(second, header + [UInt8](repeating: 0x5A, count: 30))
+            let before = try StoreFiles.snapshot(dir.path)
+            _ = try SecondReaderTests.compareReaders(dir.path, label: "a rejected header with base seq \(baseSeq)")
+
+            let reopened = try CaskStore.open(at: dir.path)
+            XCTAssertEqual(reopened.recoveryReport.truncations, [], "base seq \(baseSeq): \(reopened.recoveryReport)")
+            try reopened.put("after", [1])
+            try reopened.close()
+            let after = try StoreFiles.snapshot(dir.path)
+            for name in ["0000000001.cask", "0000000002.cask"] { XCTAssertEqual(after[name], before[name], "base seq \(baseSeq): \(name) changed") }
+            XCTAssertNotNil(after["0000000003.cask"], "base seq \(baseSeq): no new segment")
+            let again = try CaskStore.open(at: dir.path, options: .readOnly)
+            XCTAssertEqual(try again.get("after"), [1])
+            XCTAssertEqual(try again.get("key-7"), Array("value-7".utf8))
+            try again.close()
+        }
+    }
+
     /// A header whose checksum is valid but whose base seq is above 2^63 − 1 (found by the
     /// store-image fuzzer): if it were trusted, the writer would number new records past the
     /// last valid seq, and a compaction or reopen would drop them as malformed.

@@ -303,6 +303,30 @@ final class EncryptionDamageTests: XCTestCase {
         }
     }
 
+    /// A copy of a segment under the newest id: its header authenticates but names another segment,
+    /// so every reader takes the whole file for damage — and then no segment is active (FORMAT.md).
+    /// The choice took its base seq all the same, and the sealed segment before it became the active
+    /// one, its last bytes cut as a torn tail. Now they stay (damage, as the second reader says),
+    /// and the writes go to a new segment.
+    func testASwappedNewestSegmentLeavesNoSegmentActive() throws {
+        let store = TemporaryDirectory("cask-encrypted")
+        defer { store.remove() }
+        _ = try fill(store, prefix: "k", count: 300)
+        let names = try segments(store)
+        let last = store.appending(names.last!)
+        try StoreFiles.write(last, try StoreFiles.read(last) + [0x42, 0x17, 0x99])
+        let newest = StoreFiles.segmentPath(store.path, UInt64(names.count) + 1)
+        try FileManager.default.copyItem(atPath: store.appending(names[0]), toPath: newest)
+        let before = try StoreFiles.snapshot(store.path)
+        _ = try SecondReaderTests.compareEncrypted(store.path, label: "a segment copied under the newest id", key: Array(0..<32).map { UInt8($0) })
+        let opened = try CaskStore.open(at: store.path, options: EncryptionTests.options())
+        XCTAssertEqual(opened.recoveryReport.truncations, [], "\(opened.recoveryReport)")
+        try opened.put("after", [1])
+        try opened.close()
+        XCTAssertEqual(try StoreFiles.read(last), before[names.last!], "the segment before it was cut or appended to")
+        XCTAssertEqual(try StoreFiles.read(newest), before[URL(fileURLWithPath: newest).lastPathComponent])
+    }
+
     /// The active segment is chosen among headers that authenticate: a sealed segment whose header
     /// was given a higher base seq (its checksum made right, its tag then failing) does not become
     /// the active one, so the real active segment's torn tail is still cut, not kept as damage.

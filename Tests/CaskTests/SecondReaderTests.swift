@@ -187,9 +187,13 @@ final class SecondReaderTests: XCTestCase {
         key.map { String(format: "%02x", $0) }.joined()
     }
 
-    /// Both readers on a copy of `source`, with hints and without; returns the two comparisons.
+    /// Both readers on a copy of `source`, with hints and without: the same live keys and values,
+    /// and, where `damage` is true, the same damaged ranges with the same kinds (the read-only
+    /// open's report, torn tails included); returns the two comparisons.
     @discardableResult
-    static func compareReaders(_ source: String, label: String, key: [UInt8]? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
+    static func compareReaders(
+        _ source: String, label: String, key: [UInt8]? = nil, damage: Bool = true, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
         var results: [(python: PythonOutput, swift: SwiftOutput)] = []
         for hints in [true, false] {
             let copy = try Self.copyStore(source, hints: hints)
@@ -214,6 +218,12 @@ final class SecondReaderTests: XCTestCase {
             } else {
                 XCTAssertEqual(python.hintsUsed, 0, what, file: file, line: line)
                 XCTAssertEqual(python.recordsFromHints, 0, what, file: file, line: line)
+            }
+            if damage {
+                let swiftRanges = Set(swift.report.damagedRanges.map {
+                    DamageSummary(file: URL(fileURLWithPath: $0.file).lastPathComponent, start: Int($0.offset), end: Int($0.offset + $0.length), kind: $0.kind.rawValue)
+                })
+                XCTAssertEqual(Set(python.damageWithKinds), swiftRanges, "\(what): damage differs: Python \(python.summary), Swift \(swift.report)", file: file, line: line)
             }
             results.append((python, swift))
         }
@@ -619,16 +629,7 @@ extension SecondReaderTests {
     /// where `damage` is true, the same damaged ranges with the same kinds.
     @discardableResult
     static func compareEncrypted(_ source: String, label: String, key: [UInt8] = storeKey, damage: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws -> [(python: PythonOutput, swift: SwiftOutput)] {
-        let results = try Self.compareReaders(source, label: label, key: key, file: file, line: line)
-        if damage {
-            for (index, (python, swift)) in results.enumerated() {
-                let swiftRanges = Set(swift.report.damagedRanges.map {
-                    DamageSummary(file: URL(fileURLWithPath: $0.file).lastPathComponent, start: Int($0.offset), end: Int($0.offset + $0.length), kind: $0.kind.rawValue)
-                })
-                XCTAssertEqual(Set(python.damageWithKinds), swiftRanges, "\(label), \(index == 0 ? "with" : "without") hints: damage differs: Python \(python.summary), Swift \(swift.report)", file: file, line: line)
-            }
-        }
-        return results
+        try Self.compareReaders(source, label: label, key: key, damage: damage, file: file, line: line)
     }
 
     func testEncryptedRandomStores() throws {

@@ -92,25 +92,27 @@ extension CaskStore {
 
     /// The listed segments, each to be placed whole (sealed: never changes) or copied up to a
     /// length. The active segment — by the rule every open follows
-    /// (``StoreDirectory/activeSegment(among:newest:newestHasHint:)``), which the copy's open will follow too —
+    /// (``StoreDirectory/activeSegment(among:newest:newestIsTornCreation:)``), which the copy's open will follow too —
     /// is copied up to its end in `ends` (the whole file when absent): a writer appends to it,
     /// here and in the copy, so it must never be a second name of the other's file.
     private func snapshot(_ listed: Listed, ends: [UInt64: Int64]) throws(CaskError) -> BackupWriter.Snapshot {
         var snapshot = listed.snapshot
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
+        var newestIsTornCreation = false
         for file in listed.files {
-            headers.append((file.id, try SegmentHeader.readDeclaredBaseSeq(fd: file.fd, path: file.path, encryption: encryption, fileSystem: fileSystem)))
-        }
-        var active: UInt64?
-        if let newest = listed.files.last {
-            // Whether it has a hint file, as the copy's open will judge it: the copy gets the hint
-            // only if it can be opened here (``BackupWriter``).
-            let hinted = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(newest.id))) != nil
-            var torn = false
-            if headers.last?.baseSeq == nil && !hinted {
-                torn = try StoreDirectory.isTornCreation(newest.id, in: directory, encryption: encryption, fileSystem: fileSystem)
+            switch try StoreDirectory.examineHeader(file.id, in: directory, encryption: encryption, fileSystem: fileSystem) {
+            case .valid(let baseSeq)?: headers.append((file.id, baseSeq))
+            case .tornCreation?:
+                headers.append((file.id, nil))
+                // Whether it has a hint file, as the copy's open will judge it: the copy gets the
+                // hint only if it can be opened here (``BackupWriter``).
+                let hinted = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(file.id))) != nil
+                newestIsTornCreation = file.id == listed.files.last?.id && !hinted
+            case .damaged?, nil: headers.append((file.id, nil))
             }
-            active = StoreDirectory.activeSegment(among: headers, newest: newest.id, newestIsTornCreation: torn)
+        }
+        let active = listed.files.last.flatMap {
+            StoreDirectory.activeSegment(among: headers, newest: $0.id, newestIsTornCreation: newestIsTornCreation)
         }
         for file in listed.files {
             var copiedLength: Int64?

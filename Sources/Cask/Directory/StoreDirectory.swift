@@ -224,45 +224,59 @@ package struct StoreDirectory {
     private static func activeSegment(
         of ids: [UInt64], sealed: Set<UInt64>, directory: StoreDirectory, encryption: StoreEncryption?, fileSystem: any FileSystem
     ) throws(CaskError) -> UInt64? {
-        var headers: [(id: UInt64, baseSeq: UInt64?)] = []
-        for id in ids {
-            let path = directory.segmentPath(id)
-            let file: OpenFile
-            do { file = try fileSystem.openFile(path, flags: O_RDONLY, mode: 0) } catch {
-                if error == .noEntry { continue }
-                throw CaskError.from(error, operation: "open", path: path, reading: true)
-            }
-            headers.append((id, try SegmentHeader.readDeclaredBaseSeq(fd: file.descriptor, path: path, encryption: encryption, fileSystem: fileSystem)))
-        }
         guard let newest = ids.last else { return nil }
-        var torn = false
-        if headers.contains(where: { $0.id == newest && $0.baseSeq == nil }) && !sealed.contains(newest) {
-            torn = try isTornCreation(newest, in: directory.path, encryption: encryption, fileSystem: fileSystem)
+        var headers: [(id: UInt64, baseSeq: UInt64?)] = []
+        var newestIsTornCreation = false
+        for id in ids {
+            switch try examineHeader(id, in: directory.path, encryption: encryption, fileSystem: fileSystem) {
+            case nil: continue  // gone since the listing
+            case .valid(let baseSeq): headers.append((id, baseSeq))
+            case .tornCreation:
+                headers.append((id, nil))
+                // A hint file is written only once a header is whole: with one, this is damage.
+                newestIsTornCreation = id == newest && !sealed.contains(id)
+            case .damaged: headers.append((id, nil))
+            }
         }
-        return activeSegment(among: headers, newest: newest, newestIsTornCreation: torn)
+        return activeSegment(among: headers, newest: newest, newestIsTornCreation: newestIsTornCreation)
     }
 
-    /// Whether segment `id` in the directory at `path`, taken as the newest one, is one whose
-    /// creation was torn (FORMAT.md, "Reading a store", rule 4): its header invalid, and the file
-    /// too short, all zeros or a cut version 4 header with no record after it. The caller has ruled
-    /// out a hint file (written only once a header is whole). False for a file that is gone.
-    package static func isTornCreation(
+    /// What the choice of the active segment takes from a segment's header.
+    package enum HeaderState: Equatable {
+        /// Valid, as every reader reads it: this base seq takes part in the choice.
+        case valid(baseSeq: UInt64)
+        /// Invalid, and the file too short or too empty for a record (FORMAT.md, "Reading a store",
+        /// rule 4): a torn creation if the segment is the newest one and has no hint file.
+        case tornCreation
+        /// Invalid otherwise: damage, which takes no part.
+        case damaged
+    }
+
+    /// The header of segment `id` in the directory at `path`, judged as every reader judges it
+    /// (``SegmentReader/readHeader()``: the same checks, in an encrypted store its authentication
+    /// and the segment id it names); nil for a file that is gone. Throws as the open would: for a
+    /// header of another format version, a store's key missing, or a read that fails. One read of
+    /// the header (and, for an invalid one of at most 301 bytes, of the file).
+    package static func examineHeader(
         _ id: UInt64, in path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
-    ) throws(CaskError) -> Bool {
+    ) throws(CaskError) -> HeaderState? {
         let segmentPath = path + "/" + SegmentName.segment(id)
         let file: OpenFile
         do { file = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0) } catch {
-            if error == .noEntry { return false }
+            if error == .noEntry { return nil }
             throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
         }
         let length: Int64
         do { length = try fileSystem.fileSize(file.descriptor) } catch {
             throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
         }
+        // Read as the active one, so that a header too short or too empty for a record says so.
         var reader = SegmentReader(
             fd: file.descriptor, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false, encryption: encryption,
             fileSystem: fileSystem)
-        return try reader.readHeader().damage?.kind == .tornTail
+        let (header, damage) = try reader.readHeader()
+        if damage?.kind == .tornTail { return .tornCreation }
+        return header.map { .valid(baseSeq: $0.baseSeq) } ?? .damaged
     }
 
     /// The rule of ``activeSegment``, on the segments' ids and base seqs (nil: a header that is

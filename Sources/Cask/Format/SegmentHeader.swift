@@ -244,40 +244,6 @@ package struct SegmentHeader: Equatable, Sendable {
 }
 
 extension SegmentHeader {
-    /// The base seq a header declares when its checksum holds (of any version), and in an encrypted
-    /// store (`encryption`) when it is a version 3 header that authenticates: what the listing needs
-    /// to find the active segment. Nil for an invalid header.
-    package static func declaredBaseSeq(_ bytes: UnsafeRawBufferPointer, encryption: StoreEncryption?) -> UInt64? {
-        if encryption != nil {
-            guard case .success(let (header, _)) = decode(bytes, encryption: encryption) else { return nil }
-            return header.baseSeq
-        }
-        guard bytes.count >= length, bytes.prefix(8).elementsEqual(magic) else { return nil }
-        let version = bytes.readLittleEndian(at: 8, as: UInt16.self)
-        let prefixLength = version == versionWithKeyPrefix && bytes.count >= 42 ? Int(bytes.readLittleEndian(at: 40, as: UInt16.self)) : 0
-        guard prefixLength <= Limits.maxKeyPrefixLength, version != versionWithKeyPrefix || prefixLength >= 1 else { return nil }
-        let headerLength = version == versionEncrypted ? encryptedLength : version == versionWithKeyPrefix ? 46 + prefixLength : length
-        guard bytes.count >= headerLength, bytes.readLittleEndian(at: 10, as: UInt16.self) == UInt16(headerLength),
-              CRC32C.checksum(of: UnsafeRawBufferPointer(rebasing: bytes[0..<(headerLength - 4)])) == bytes.readLittleEndian(at: headerLength - 4, as: UInt32.self)
-        else { return nil }
-        let baseSeq = bytes.readLittleEndian(at: 24, as: UInt64.self)
-        return baseSeq <= Limits.maxSeq ? baseSeq : nil
-    }
-
-    /// ``declaredBaseSeq(_:encryption:)`` of the segment open as `fd`. Throws only when the read fails.
-    package static func readDeclaredBaseSeq(
-        fd: Int32, path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
-    ) throws(CaskError) -> UInt64? {
-        var bytes = [UInt8](repeating: 0, count: maxLength)
-        let count: Int
-        do {
-            count = try bytes.withMutableBytes { (raw) throws(Errno) in try fileSystem.readFully(fd, into: raw, at: 0) }
-        } catch {
-            throw CaskError.io(operation: "pread", path: path, errno: error)
-        }
-        return bytes[0..<count].withUnsafeBytes { declaredBaseSeq($0, encryption: encryption) }
-    }
-
     /// Reads and decodes the header of the segment open as `fd` (through the file-system seam).
     /// Throws only when the read itself fails; a short or invalid header is a `Problem`.
     package static func read(
