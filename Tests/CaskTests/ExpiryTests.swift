@@ -58,6 +58,12 @@ final class ExpiryTests: XCTestCase {
             try store.write(batch)
             try store.suspendingPutForTest("task-\(n)", [UInt8(n)], expiresAfter: far)
         }
+        for (n, date) in [Date.distantFuture, Date(timeIntervalSince1970: .greatestFiniteMagnitude), Date(timeIntervalSince1970: .infinity)].enumerated() {
+            try store.set(n, forKey: "date-\(n)", expiresAt: date)
+            XCTAssertEqual(try store.get(Int.self, forKey: "date-\(n)"), n)
+        }
+        try store.set(0, forKey: "date-past", expiresAt: .distantPast)
+        XCTAssertNil(try store.get(Int.self, forKey: "date-past"))
         try store.put("negative", [9], expiresAfter: .seconds(-5))
         try store.put("zero", [9], expiresAfter: .zero)
         for reopen in [false, true] {

@@ -172,6 +172,16 @@ final class StoreAPITests: XCTestCase {
         (bounds.bufferSize, bounds.flushInterval, bounds.compactionDeadRatio, bounds.idleCompactionDelay) = (0, 0, 1, 0)
         bounds.objects.cache = .entries(1)
         try CaskStore.open(at: TemporaryDirectory().path, options: bounds).close()
+        bounds.objects.cache = .bytes(1)
+        try CaskStore.open(at: TemporaryDirectory().path, options: bounds).close()
+        // The largest finite intervals: "never on a timer" (they trapped, converted to microseconds).
+        var far = CaskStore.Options(durability: .buffered)
+        (far.flushInterval, far.idleCompactionDelay) = (.greatestFiniteMagnitude, .greatestFiniteMagnitude)
+        let farDirectory = TemporaryDirectory()
+        let farStore = try CaskStore.open(at: farDirectory.path, options: far)
+        try farStore.put("k", [1])
+        try farStore.close()
+        XCTAssertEqual(try CaskStore.open(at: farDirectory.path, options: .readOnly).get("k"), [1])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), [], "nothing was written")
         let store = try CaskStore.open(at: dir.path)
         defer { try? store.close() }

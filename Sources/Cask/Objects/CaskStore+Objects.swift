@@ -28,9 +28,12 @@ extension CaskStore {
         try set(value, forKey: key, coder: coder, expiresAt: duration.expiry(after: Self.nowMilliseconds()))
     }
 
-    /// Sets `key` to `value` until the wall-clock time `date`.
+    /// Sets `key` to `value` until the wall-clock time `date`: a date before 1970 expires at once,
+    /// and one past the last time a record holds (2^64 ms after 1970) is that time.
     public func set<T: Encodable>(_ value: T, forKey key: String, expiresAt date: Date, coder: ObjectCoder? = nil) throws(CaskError) {
-        let milliseconds = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        let seconds = date.timeIntervalSince1970
+        // NaN and anything at or past 2^64 ms clamp, rather than trap in the conversion.
+        let milliseconds = seconds.isNaN || seconds <= 0 ? 0 : seconds * 1000 >= 0x1p64 ? UInt64.max : UInt64(seconds * 1000)
         try set(value, forKey: key, coder: coder, expiresAt: milliseconds)
     }
 

@@ -315,7 +315,9 @@ extension CaskStore {
 
     func startFlushTimer() {
         let timer = DispatchSource.makeTimerSource(queue: background)
-        let interval = DispatchTimeInterval.microseconds(Int(options.flushInterval * 1_000_000))
+        // At most a day: any longer is "flush when the buffer fills" all the same, and a larger
+        // count of microseconds would not fit an Int.
+        let interval = DispatchTimeInterval.microseconds(Int(min(options.flushInterval, 86_400) * 1_000_000))
         timer.schedule(deadline: .now() + interval, repeating: interval)
         // Captures the writer, not the store: the store's deinit must never run on this queue.
         let writer = writer, state = state, bufferSize = options.bufferSize
