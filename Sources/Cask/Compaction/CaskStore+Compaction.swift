@@ -38,6 +38,7 @@ extension CaskStore {
             throw isClosed.load(ordering: .relaxed) ? CaskError.closed(path: directory) : CaskError.readOnly(path: directory)
         }
         return try compactionGate.withLock { (_) throws(CaskError) -> CompactionResult in
+            let expired = state.read { Compactor.expiredBytes($0) }  // before the writer mutex
             try writer.withLock { (w) throws(CaskError) in
                 try w.checkUsable()
                 // Sealed (to be compacted with the rest) only when some of its records are dead:
@@ -45,7 +46,7 @@ extension CaskStore {
                 let activeID = w.active.id
                 let hasDeadRecords = state.read { shared in
                     guard let stats = shared.stats[activeID], stats.records > 0 else { return false }
-                    return stats.deadBytes + (Compactor.expiredBytes(shared)[activeID] ?? 0) > 0
+                    return stats.deadBytes + (expired[activeID] ?? 0) > 0
                 }
                 if hasDeadRecords { try rotate(&w, followUp: false) }
             }
@@ -96,7 +97,8 @@ extension CaskStore {
 
     /// After a write that appended `bytes`, under the writer mutex: sets an idle check if none is
     /// pending, or, once per ``CompactionWatch/burstStep`` appended, compacts a small store that
-    /// is mostly dead. O(1) but for that step's check (O(segments)).
+    /// is mostly dead. O(1) but for that step's check (O(segments), and for a store that fits in one
+    /// segment O(keys with an expiry)).
     func watchForCompaction(_ w: inout StoreWriter, appending bytes: Int64) {
         switch w.compactionWatch.noteWrite(appending: bytes) {
         case .nothing: return

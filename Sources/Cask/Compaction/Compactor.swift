@@ -144,12 +144,15 @@ struct Compactor {
     private func select(_ selection: Selection) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
         // Under the writer mutex: no segment can be created (or sealed) while the choice is made, so
         // the active segment is never among the inputs.
-        writer.withLock { w in select(selection, activeID: w.active.id, nextSeq: w.nextSeq) }
+        // Counted before the mutex is taken (they are advice for the choice): O(keys with an expiry).
+        let expired = state.read { Self.expiredBytes($0) }
+        return writer.withLock { w in select(selection, activeID: w.active.id, nextSeq: w.nextSeq, expired: expired) }
     }
 
-    private func select(_ selection: Selection, activeID: UInt64, nextSeq: UInt64) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
+    private func select(
+        _ selection: Selection, activeID: UInt64, nextSeq: UInt64, expired: [UInt64: Int64]
+    ) -> (inputs: [SegmentFile], dropBelow: UInt64)? {
         state.read { shared in
-            let expired = Self.expiredBytes(shared)
             let sealed = shared.stats.segments.filter {
                 $0.sealed && $0.id != activeID && !$0.damaged && shared.segments[UInt32($0.id)] != nil
             }.map { segment in
@@ -190,8 +193,9 @@ struct Compactor {
     /// in the index (and live in the segments' accounting), they are dead to a compaction, which
     /// drops them (keeping one only while an older record of its key may lie outside its inputs,
     /// as it keeps a tombstone): without counting them, a store of expiring entries (a search
-    /// history, sessions) was never picked and grew without bound. O(keys with an expiry); none
-    /// for a store that has none.
+    /// history, sessions) was never picked and grew without bound. O(keys with an expiry), under
+    /// the index lock the caller holds (shared or not); none for a store that has none. Callers
+    /// count them before taking the writer mutex, or for a store that fits in one segment.
     static func expiredBytes(_ shared: CaskStore.SharedState) -> [UInt64: Int64] {
         guard !shared.expiries.isEmpty else { return [:] }
         var bytes: [UInt64: Int64] = [:]
@@ -211,15 +215,17 @@ struct Compactor {
     func smallStoreIsDue(floor: Int64) -> Bool {
         state.read { shared in
             var fileBytes: Int64 = 0, liveBytes: Int64 = 0, deadBytes: Int64 = 0, segments = 0
-            let expired = Self.expiredBytes(shared)
             for segment in shared.stats.segments where !segment.damaged {
                 fileBytes += segment.fileBytes
-                liveBytes += segment.liveBytes - (expired[segment.id] ?? 0)
-                deadBytes += segment.deadBytes + (expired[segment.id] ?? 0)
+                liveBytes += segment.liveBytes
+                deadBytes += segment.deadBytes
                 segments += 1
             }
             guard fileBytes <= options.maxSegmentSize else { return false }
-            return (deadBytes >= floor && deadBytes > liveBytes) || segments > CompactionWatch.segmentsToMerge
+            if segments > CompactionWatch.segmentsToMerge { return true }
+            // Only now, for a store that fits in one segment: the records of expired keys are dead too.
+            let expired = Self.expiredBytes(shared).values.reduce(0, +)
+            return deadBytes + expired >= floor && deadBytes + expired > liveBytes - expired
         }
     }
 
@@ -242,7 +248,9 @@ struct Compactor {
             guard ids.count > 1 else { throw CaskError.diskFull(path: path) }
             let started = CaskStore.nowMilliseconds()
             let deadestFirst = state.read { shared in
-                ids.sorted { (shared.stats[$0]?.deadBytes ?? 0) > (shared.stats[$1]?.deadBytes ?? 0) }
+                let expired = Self.expiredBytes(shared)
+                let dead = { (id: UInt64) in (shared.stats[id]?.deadBytes ?? 0) + (expired[id] ?? 0) }
+                return ids.sorted { dead($0) > dead($1) }
             }
             var total = CaskStore.CompactionResult()
             for id in deadestFirst {

@@ -30,8 +30,14 @@ package final class LowPriorityThread: Sendable {
     private let queue = ConditionLock(Queue())
     private let niceIncrement: Int32
 
+    /// A piece of work and the group it was given in.
+    private struct Item {
+        var work: @Sendable () -> Void
+        var group: DispatchGroup
+    }
+
     private struct Queue {
-        var items: [@Sendable () -> Void] = []
+        var items: [Item] = []
         var started = false
         /// The thread's nice value once it has lowered itself (for tests).
         var nice: Int32?
@@ -42,14 +48,12 @@ package final class LowPriorityThread: Sendable {
     }
 
     /// Runs `work` on the thread after the work given before it, inside `group` (entered now, left
-    /// when `work` returns), so that waiting for the group waits for it.
+    /// once `work` has returned and been released: what it captured, a segment file say, is let go
+    /// by then), so that waiting for the group waits for it.
     package func async(group: DispatchGroup, _ work: @escaping @Sendable () -> Void) {
         group.enter()
         let start = queue.withLock { queue, waiter -> Bool in
-            queue.items.append {
-                work()
-                group.leave()
-            }
+            queue.items.append(Item(work: work, group: group))
             waiter.broadcast()
             defer { queue.started = true }
             return !queue.started
@@ -78,11 +82,16 @@ package final class LowPriorityThread: Sendable {
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         queue.withLock { queue, _ in queue.nice = nice }
         while true {
-            let work = queue.withLock { queue, waiter in
+            var item: Item? = queue.withLock { queue, waiter in
                 while queue.items.isEmpty { waiter.wait() }
                 return queue.items.removeFirst()
             }
-            work()
+            let group = item!.group
+            item!.work()
+            // Released before the group is left: a caller that waited for the group and then finds
+            // a file still open (a compaction's retired input, held by a hint job) would be wrong.
+            item = nil
+            group.leave()
         }
     }
 }
