@@ -231,26 +231,37 @@ public final class CaskStore: Sendable {
     }
 
     /// Flushes and syncs everything written, writes the active segment's hint file, waits for
-    /// background work, and releases the lock. Later calls on the store throw ``CaskError/closed``.
-    /// Calling `close()` again does nothing. If the final flush or sync fails the error is thrown,
-    /// and the store is closed all the same.
+    /// background work, and releases the lock. Later calls on the store throw
+    /// ``CaskError/closed(path:)``. Calling `close()` again does nothing.
+    ///
+    /// When the disk is too full for the writes still in the buffer (`.buffered`), it throws
+    /// ``CaskError/diskFull(path:)`` and the store stays open with all of them: free space and
+    /// close again (or `sync()`), and nothing acknowledged is lost. If the final flush or sync fails
+    /// otherwise the error is thrown, and the store is closed all the same. A hint file that cannot
+    /// be written is no error: everything is synced, and the next open scans the segment instead.
     public func close() throws(CaskError) {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        flushTimer.withLock { box in
-            box?.timer.cancel()
-            box = nil
-        }
         var firstError: CaskError?
         if let writer {
-            let closing = writer.withLock { (w) -> (SegmentFile, Int64)? in
-                defer { w.closed = true }
+            let closing = writer.withLock { (w) -> Closing in
                 guard w.failure == nil else {
                     // The store stopped writing after a failure: what it buffered or wrote since may be lost.
+                    w.closed = true
                     firstError = w.failure
-                    return nil
+                    return .failed
                 }
                 do throws(CaskError) {
                     try w.flush(bufferLimit: options.bufferSize)
+                } catch .diskFull(let path) {
+                    // The flush rolled back what it could not write; the buffer keeps it.
+                    return .keptOpen(.diskFull(path: path))
+                } catch {
+                    w.closed = true
+                    firstError = error
+                    return .failed
+                }
+                defer { w.closed = true }
+                do throws(CaskError) {
                     // The active segment ends at its last record again (before the sync below).
                     try w.releaseReservation()
                     // Oldest first, as in a sync: a power cut in between must not leave newer records
@@ -263,17 +274,22 @@ public final class CaskStore: Sendable {
                     w.unsyncedSealed.removeAll()
                 } catch {
                     firstError = error
-                    return nil
+                    return .failed
                 }
-                return (w.active, w.end)
+                return .closed(active: w.active, length: w.end)
             }
-            if let (active, length) = closing, options.writeHints, length > active.contentStart {
-                do throws(CaskError) {
-                    _ = try HintWriter.write(for: active, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem)
-                } catch {
-                    firstError = firstError ?? error
-                }
+            if case .keptOpen(let error) = closing {
+                isClosed.store(false, ordering: .releasing)
+                throw error
             }
+            if case .closed(let active, let length) = closing, options.writeHints, length > active.contentStart {
+                // Only open time rides on it, as on a hint written in the background.
+                _ = try? HintWriter.write(for: active, length: length, directory: directory, encryption: encryption, fileSystem: fileSystem)
+            }
+        }
+        flushTimer.withLock { box in
+            box?.timer.cancel()
+            box = nil
         }
         compactionGate.withLock { _ in }  // a running compaction finishes its swap first
         observers.finishAll()
@@ -284,6 +300,16 @@ public final class CaskStore: Sendable {
         }
         lock?.release()
         if let firstError { throw firstError }
+    }
+
+    /// How the writer's part of ``close()`` ended.
+    private enum Closing {
+        /// Flushed and synced: the active segment's hint file is written next.
+        case closed(active: SegmentFile, length: Int64)
+        /// Closed after a failure (thrown at the end).
+        case failed
+        /// Not closed: the disk is too full for the buffered writes, which stay.
+        case keptOpen(CaskError)
     }
 
     deinit {
