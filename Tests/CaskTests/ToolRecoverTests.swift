@@ -851,6 +851,27 @@ final class ToolRecoverTests: XCTestCase {
         XCTAssertGreaterThan(failures, points.count / 2, "most faults must surface as errors")
     }
 
+    /// A repair whose backup cannot be made (the disk fills while it copies) removes what it made
+    /// of the backup and changes nothing: it left a directory of truncated copies, which the
+    /// documented undo (copy the backup back) would have put into the store.
+    func testABackupThatFailsIsRemovedAndTheStoreIsUnchanged() throws {
+        let fixture = try makeFixture(seed: 13)
+        try StoreFiles.flip(fixture.segment(fixture.sealed[0]), at: 300)
+        try StoreFiles.flip(fixture.segment(fixture.sealed[1]), at: 300)
+        let before = try StoreFiles.snapshot(fixture.path)
+        for nth in [1, 2] {
+            let fileSystem = FaultInjectingFileSystem()
+            fileSystem.inject(.init(.pwrite, pathSuffix: ".cask", .nth(nth), .shortWrite(bytes: 100, then: .noSpace)))
+            let backup = fixture.path + "-backup-\(nth)"
+            var repair = StoreRepair(directory: fixture.path, fileSystem: fileSystem)
+            XCTAssertThrowsError(try repair.run(dryRun: false, backupDirectory: backup, progress: nil)) {
+                guard case .diskFull? = $0 as? CaskError else { return XCTFail("\($0)") }
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: backup), "copy \(nth): a partial backup was left")
+            XCTAssertEqual(try StoreFiles.snapshot(fixture.path), before, "copy \(nth): the store changed")
+        }
+    }
+
     func testProgressOnStandardError() throws {
         let fixture = try makeFixture(seed: 9)
         try StoreFiles.flip(fixture.segment(fixture.sealed[0]), at: 300)

@@ -55,8 +55,12 @@ extension StoreRepair {
         }
     }
 
-    /// Copies `names` from the store directory into `backup` (created, or empty), durably.
+    /// Copies `names` from the store directory into `backup` (created, or empty), durably. On a
+    /// failure (a full disk, say) it removes the files it made there, and the directory if it made
+    /// it, before throwing: a partial backup left behind would be taken for one, and its truncated
+    /// copies put back as the undo. Nothing of the store has changed by then.
     func makeBackup(of names: [String], in backup: String, progress: ((CaskStore.Progress) -> Void)?) throws(CaskError) {
+        var madeDirectory = false
         do throws(Errno) {
             switch fileSystem.isDirectory(backup) {
             case .some(true):
@@ -65,11 +69,17 @@ extension StoreRepair {
                 throw Errno.notDirectory
             case .none:
                 try fileSystem.makeDirectory(backup, mode: 0o700)
+                madeDirectory = true
                 try fileSystem.syncDirectory(CaskStore.parent(of: backup))
             }
         } catch {
             let why = error == .exists ? " (it must be new or empty)" : ""
             throw CaskError.io(operation: "create backup directory\(why)", path: backup, errno: error)
+        }
+        var made: [String] = []
+        func undo() {
+            for target in made { try? fileSystem.unlink(target) }
+            if madeDirectory { try? fileSystem.removeDirectory(backup) }
         }
         var meter = ProgressMeter(phase: .backingUp, total: 0, report: progress)
         for name in names { meter.total += (try? size(of: name)) ?? 0 }
@@ -79,15 +89,18 @@ extension StoreRepair {
             do throws(Errno) {
                 let source = try fileSystem.openFile(path(name), flags: O_RDONLY, mode: 0)
                 let output = try fileSystem.openFile(target, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+                made.append(target)
                 let length = try fileSystem.fileSize(source.descriptor)
                 try copy(from: source.descriptor, at: 0, length: length, to: output.descriptor, at: 0, meter: &meter)
                 try fileSystem.fdatasync(output.descriptor)
             } catch {
+                undo()
                 throw CaskError.from(error, operation: "back up \(path(name)) to", path: target)
             }
         }
         meter.finish()
         do { try fileSystem.syncDirectory(backup) } catch {
+            undo()
             throw CaskError.from(error, operation: "sync backup directory", path: backup)
         }
     }
