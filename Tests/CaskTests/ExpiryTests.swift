@@ -41,8 +41,6 @@ final class ExpiryTests: XCTestCase {
         }
     }
 
-    /// Deleting a key whose expiry passed is deleting an absent key: it returns false and writes
-    /// nothing, as for a missing one; before the expiry it is an ordinary delete.
     /// Durations at the ends of `Duration`'s range: one too long for the record's milliseconds
     /// (`.seconds(.max)`, a plausible "never") is the last time a record can hold — it trapped on
     /// overflow — and a negative one expires at once. Through every call that takes one.
@@ -79,6 +77,8 @@ final class ExpiryTests: XCTestCase {
         }
     }
 
+    /// Deleting a key whose expiry passed is deleting an absent key: it returns false and writes
+    /// nothing, as for a missing one; before the expiry it is an ordinary delete.
     func testDeletingAnExpiredKeyIsDeletingAMissingOne() throws {
         let dir = TemporaryDirectory("cask-expiry-delete")
         defer { dir.remove() }

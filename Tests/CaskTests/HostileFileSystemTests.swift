@@ -236,10 +236,6 @@ final class HostileFileSystemTests: XCTestCase {
 
     // MARK: Files that are not the store's
 
-    /// Found by trying the tool on a directory of one's own: every writing command deleted any
-    /// `*.tmp` file and any `NNNNNNNNNN.dict` file in a directory that held no store, and a store's
-    /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
-    /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
     /// A file that only has a segment's name — not a Cask segment, with no hint file — in a directory
     /// that holds nothing else of a store: the open takes the directory for a store whose newest
     /// segment has a damaged header, so no segment is active. Neither the library nor a writing
@@ -271,6 +267,10 @@ final class HostileFileSystemTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: box.inStore("0000000002.cask")))
     }
 
+    /// Found by trying the tool on a directory of one's own: every writing command deleted any
+    /// `*.tmp` file and any `NNNNNNNNNN.dict` file in a directory that held no store, and a store's
+    /// writer deleted any `*.tmp` name at all. Now only the store's own temporary names go (one of
+    /// its files' names, then `.tmp`), and nothing at all in a directory that holds no store.
     func testWritersDeleteOnlyTheStoresOwnLeftovers() throws {
         // The last three are named as a store's own files are: in a directory with no store, still not its own.
         let foreign = ["notes.tmp", "x.cask.tmp", "draft.hint.tmp", "0000000001.cask.tmp.tmp", "0000000007.dict", "0000000003.hint.tmp", "0000000009.hint"]

@@ -356,12 +356,15 @@ final class ReaderAgreementTests: XCTestCase {
     /// reader; the store stays usable; `recover` leaves them alone.
     func testStrayFilesAreIgnoredByEveryReader() throws {
         let directory = try makeStore { store in try store.put("k", Array("v".utf8)) }
-        let strays = ["0000000000.cask", "4294967295.cask", "9999999999.cask", "4.cask", "0000000001.cask.bak", "12.hint"]
+        let strays = ["0000000000.cask", "4294967295.cask", "9999999999.cask", "4.cask", "0000000001.cask.bak", "12.hint", "x.hint.old", "notes.dict.txt"]
         for stray in strays { try StoreFiles.write(directory.appending(stray), Array("not a segment".utf8)) }
         let readings = try read(directory.path)
         assertAgree(readings, [], "strays")
         XCTAssertEqual(readings.contents, ["k": "v"])
         XCTAssertEqual(Set(readings.openIgnored.map { String($0.prefix { $0 != ":" }) }), Set(strays))
+        // The reader written from FORMAT.md names the same ones (it only reads the directory).
+        let python = try SecondReaderTests.runPython(directory.path, hints: true, key: nil)
+        XCTAssertEqual(Set(python.summary["ignored"] as? [String] ?? []), Set(strays), "\(python.summary)")
         let (_, contents) = try openWritable(directory.path)
         XCTAssertEqual(contents, ["k": "v"])
         var options = CaskStore.Options()

@@ -86,9 +86,10 @@ final class StoreAPITests: XCTestCase {
         let dir = TemporaryDirectory()
         let orphan = dir.appending("no-parent/store")
         XCTAssertThrowsError(try CaskStore.open(at: orphan)) {
+            XCTAssertEqual($0 as? CaskError, .parentMissing(path: orphan, parent: dir.appending("no-parent")))
             XCTAssertEqual(
                 "\($0)",
-                "create store directory (the open makes the store's directory, not its parents: \(dir.appending("no-parent"))) failed on \(orphan): No such file or directory (errno 2)")
+                "cannot create store directory \(orphan): its parent \(dir.appending("no-parent")) does not exist (an open creates the store's directory, not its parents)")
         }
         for errno in [Errno.permissionDenied, .readOnlyFileSystem] {
             let fileSystem = FaultInjectingFileSystem()
@@ -97,6 +98,7 @@ final class StoreAPITests: XCTestCase {
             options.fileSystem = fileSystem
             XCTAssertThrowsError(try CaskStore.open(at: dir.appending("store"), options: options)) {
                 XCTAssertEqual($0 as? CaskError, .notWritable(path: dir.path, errno: errno))
+                XCTAssertEqual("\($0)", "cannot write \(dir.path): \(errno); check its permissions, or open an existing store read-only")
             }
         }
         XCTAssertThrowsError(try CaskStore.open(at: dir.appending("absent"), options: .readOnly)) {

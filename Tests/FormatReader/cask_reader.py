@@ -98,6 +98,15 @@ TAG_LENGTH = 16
 KEY_LENGTH = 32
 SEGMENT_NAME = re.compile(r"^([0-9]{10})\.cask$")
 HINT_NAME = re.compile(r"^([0-9]{10})\.hint$")
+STORE_FILE_NAME = re.compile(r"^([0-9]{10})\.(cask|hint|dict)$")
+
+
+def is_stray(name):
+    """A name like a store file's that is not one ("The store directory")."""
+    if name.endswith(".tmp") or not any(part in name for part in (".cask", ".hint", ".dict")):
+        return False
+    m = STORE_FILE_NAME.match(name)
+    return m is None or not 1 <= int(m.group(1)) <= MAX_SEGMENT_ID
 
 
 class UnsupportedFormat(Exception):
@@ -1003,8 +1012,9 @@ class Reader:
                 self.damage("COMPACTION", 0, len(manifest), "invalid compaction manifest; ignored", "compaction-manifest")
             else:
                 segment_ids = [i for i in segment_ids if i not in replaced]
-        # Strays ("The store directory"): a segment name with an id out of range is ignored.
-        self.summary["ignored"] = sorted("%010d.cask" % i for i in segment_ids if not 1 <= i <= MAX_SEGMENT_ID)
+        # Strays ("The store directory"): a name with .cask, .hint or .dict in it that is not
+        # exactly a store file's (ten digits, an id in range), and does not end in .tmp.
+        self.summary["ignored"] = sorted(n for n in names if is_stray(n))
         segment_ids = [i for i in segment_ids if 1 <= i <= MAX_SEGMENT_ID]
         hint_names = set(n for n in names if HINT_NAME.match(n))
         self.summary["segments"] = len(segment_ids)
@@ -1137,7 +1147,7 @@ class Reader:
                 continue
             if best is None or (h.base_seq, segment_id) > best:
                 best = (h.base_seq, segment_id)
-        return best[1] if best else (segment_ids[-1] if segment_ids else None)
+        return best[1] if best else None
 
     @staticmethod
     def torn_version_4(data):

@@ -25,7 +25,7 @@ extension CaskStore {
     /// (see ``BackupReport/verificationProblems``). `progress`: phase
     /// ``Progress/Phase/backingUp``, bytes placed of the store's bytes.
     ///
-    /// Throws ``CaskError/closed``, an I/O error naming the file (a full disk is
+    /// Throws ``CaskError/closed(path:)``, an I/O error naming the file (a full disk is
     /// ``CaskError/diskFull(path:)``), or `.io(…, errno: .exists)` when `destination` exists or
     /// lies inside the store.
     @discardableResult

@@ -16,7 +16,8 @@ public struct DictionaryOptions: Sendable, Equatable {
     /// it copies (up to this many bytes) and, when it copied at least a sixteenth of this, trains a
     /// dictionary from them, used when it saves 10% more than the store's current one (or than none):
     /// so a store that is opened often and written a little each time gets one too, and one whose
-    /// data changed gets a new one. Default 4 MiB (training takes about 0.3 s of one core).
+    /// data changed gets a new one. More than 0 (an open refuses less). Default 4 MiB (training
+    /// takes about 0.3 s of one core).
     public var trainingSampleBytes = 4 << 20
 
     public init() {}

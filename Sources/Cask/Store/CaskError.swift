@@ -14,6 +14,9 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
     case readOnly(path: String)
     /// The store directory does not exist and `createIfMissing` was false.
     case directoryMissing(path: String)
+    /// The store directory could not be created: its parent does not exist (an open creates the
+    /// store's directory, not its parents).
+    case parentMissing(path: String, parent: String)
     /// The store directory (or a file in it) cannot be written.
     case notWritable(path: String, errno: Errno)
     /// Another process holds the store's write lock.
@@ -86,6 +89,8 @@ public enum CaskError: Error, Equatable, Sendable, CustomStringConvertible {
             "store \(path) is open read-only; open it for writing to change it"
         case .directoryMissing(let path):
             "store directory \(path) does not exist; check the path (a writable open with createIfMissing, the default, creates it; a read-only one never does)"
+        case .parentMissing(let path, let parent):
+            "cannot create store directory \(path): its parent \(parent) does not exist (an open creates the store's directory, not its parents)"
         case .notWritable(let path, let errno):
             "cannot write \(path): \(errno); check its permissions, or open an existing store read-only"
         case .locked(let path, let pid):

@@ -24,7 +24,7 @@ extension CaskStore {
     /// under the shared lock for microseconds, the segment files of a slice's records held until
     /// the next slice, so a compaction retiring one cannot close it under the read. `body`
     /// runs on the calling thread with no store lock held: it may call the store, writes included.
-    /// A `close()` during the call makes it throw ``CaskError/closed`` before the next entry.
+    /// A `close()` during the call makes it throw ``CaskError/closed(path:)`` before the next entry.
     ///
     /// **Errors.** A damaged record throws ``CaskError/corruptRecord(path:offset:reason:)`` with its
     /// file and offset, after every entry before it was visited. An error thrown by `body` stops the

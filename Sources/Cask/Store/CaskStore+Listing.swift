@@ -154,7 +154,7 @@ struct KeyRangeCursor {
     /// ordered view without the index lock (``KeyIndex/sliceWithoutLock(_:descending:limit:keys:ends:)``)
     /// when no key of the store ever had an expiry, else (or when the walk without the lock falls
     /// back) a slice under the shared lock, which can check expiries. Sets ``finished`` when the
-    /// range has no more keys. Throws ``CaskError/closed``.
+    /// range has no more keys. Throws ``CaskError/closed(path:)``.
     mutating func nextKeys(
         of store: CaskStore, budget: Int, now: UInt64, keys: inout ByteBuffer, ends: inout [Int]
     ) throws(CaskError) {
@@ -190,7 +190,7 @@ struct KeyRangeCursor {
 
     /// Visits the next keys of the range, at most `budget` of them, under the shared index lock:
     /// `visit` gets the shared state, the key (valid only during the call) and, `withLocations`, its
-    /// location. Sets ``finished`` when the range has no more keys. Throws ``CaskError/closed``.
+    /// location. Sets ``finished`` when the range has no more keys. Throws ``CaskError/closed(path:)``.
     mutating func nextSlice(
         of store: CaskStore, budget: Int, withLocations: Bool,
         _ visit: (CaskStore.SharedState, UnsafeRawBufferPointer, RecordLocation?) -> Void

@@ -30,7 +30,7 @@ extension CaskStore {
     /// streams of this handle get the puts and deletes a refresh reads, in commit order (a reload
     /// gives them none: it does not know what changed). One refresh runs at a time; a second
     /// call waits.
-    /// Throws ``CaskError/closed`` and I/O errors (the handle stays as it was).
+    /// Throws ``CaskError/closed(path:)`` and I/O errors (the handle stays as it was).
     @discardableResult
     public func refresh() throws(CaskError) -> RefreshResult {
         if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }

@@ -100,7 +100,7 @@ extension CaskStore {
     }
 
     /// For a sync: flushes the write buffer and returns the end of what is written, or nil for a
-    /// read-only store. Throws ``CaskError/closed``.
+    /// read-only store. Throws ``CaskError/closed(path:)``.
     func syncTarget(_ writer: Lock<StoreWriter>?) throws(CaskError) -> SyncPosition? {
         guard let writer else {
             if isClosed.load(ordering: .relaxed) { throw CaskError.closed(path: directory) }

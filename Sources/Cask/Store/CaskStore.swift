@@ -133,21 +133,25 @@ public final class CaskStore: Sendable {
                 }
                 throw CaskError.directoryMissing(path: directory)
             }
+            let parent = Self.parent(of: directory)
+            var made = false
             do throws(Errno) {
                 try fileSystem.makeDirectory(directory, mode: 0o700)
-                try fileSystem.syncDirectory(Self.parent(of: directory))
+                made = true
             } catch {
                 // What stops a creation is the parent: name it.
-                let parent = Self.parent(of: directory)
-                if error == .noEntry {
-                    throw CaskError.io(operation: "create store directory (the open makes the store's directory, not its parents: \(parent))", path: directory, errno: error)
-                }
+                if error == .noEntry { throw CaskError.parentMissing(path: directory, parent: parent) }
                 if error == .permissionDenied || error == .readOnlyFileSystem { throw CaskError.notWritable(path: parent, errno: error) }
                 if error != .exists { throw CaskError.from(error, operation: "create directory", path: directory) }
                 // The name exists but is no directory to stat: a link to nothing or a loop of links
                 // (or a directory another process made meanwhile, which opens).
                 do throws(Errno) { try fileSystem.probeDirectory(directory) } catch {
                     throw CaskError.io(operation: "open store directory", path: directory, errno: error)
+                }
+            }
+            if made {
+                do throws(Errno) { try fileSystem.syncDirectory(parent) } catch {
+                    throw CaskError.from(error, operation: "sync the directory that holds the store", path: parent)
                 }
             }
         }

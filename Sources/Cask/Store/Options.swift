@@ -4,20 +4,21 @@ extension CaskStore {
         /// See ``Durability``. Default `.os`.
         public var durability: Durability = .os
         /// Open for reading only: no lock is taken, nothing on disk is changed (a torn tail is
-        /// ignored rather than cut), and writes throw ``CaskError/readOnly``.
+        /// ignored rather than cut), and writes throw ``CaskError/readOnly(path:)``.
         public var readOnly = false
         /// Create the directory (mode 0700) when it does not exist, and the store in it. Default
         /// true. When false, a missing directory throws ``CaskError/directoryMissing(path:)``, and a
         /// writable open of a directory that holds no store ``CaskError/notAStore(path:)``.
         public var createIfMissing = true
         /// The active segment is sealed and a new one started once it reaches this size.
-        /// Default 64 MiB; at most 4 GiB.
+        /// From 4 KiB to 4 GiB. Default 64 MiB.
         public var maxSegmentSize: Int64 = 64 << 20
-        /// The largest value accepted, at most ``Limits/maxValueLength``. Default 64 MiB.
+        /// The largest value accepted: 0 to ``Limits/maxValueLength`` (256 MiB). Default 64 MiB.
         public var maxValueSize = 64 << 20
-        /// `.buffered` only: flush when this many bytes are waiting. Default 256 KiB.
+        /// `.buffered` only: flush when this many bytes are waiting (0 or more). Default 256 KiB.
         public var bufferSize = 256 << 10
-        /// `.buffered` only: flush waiting writes at least this often, in seconds (0 disables). Default 0.1.
+        /// `.buffered` only: flush waiting writes at least this often, in seconds (finite, 0 or more;
+        /// 0 disables; more than a day is once a day). Default 0.1.
         public var flushInterval: Double = 0.1
         /// Write hint files for sealed segments (and the active one on close), so opens skip values.
         public var writeHints = true
@@ -60,9 +61,11 @@ extension CaskStore {
 
         /// Compact in the background when a segment is sealed and the policy below says so. Default true.
         public var automaticCompaction = true
-        /// A sealed segment is compacted automatically once this share of its bytes is dead. Default 0.5.
+        /// A sealed segment is compacted automatically once this share of its bytes is dead (more
+        /// than 0, at most 1). Default 0.5.
         public var compactionDeadRatio = 0.5
-        /// ...and only once the whole store holds at least this many dead bytes. Default 16 MiB.
+        /// ...and only once the whole store holds at least this many dead bytes (0 or more).
+        /// Default 16 MiB.
         public var compactionMinDeadBytes: Int64 = 16 << 20
         /// A store small enough to fit in one segment never seals one, so the policy above never
         /// sees it. Such a store is compacted whole (its active segment sealed first) once more of
@@ -70,7 +73,8 @@ extension CaskStore {
         /// many seconds — also after an open that finds it so; and, while writes go on, whenever
         /// its dead bytes pass both its live bytes and 8 MiB. So a store that is rewritten in
         /// place (a logged-in user saved at login, blanked at logout) stays within twice its live
-        /// bytes plus a few file headers once idle. 0 turns this off. Default 1.
+        /// bytes plus a few file headers once idle. Finite, 0 or more; 0 turns this off (more than a
+        /// day waits a day). Default 1.
         public var idleCompactionDelay: Double = 1
 
         /// How much of a new segment to map for reads.

@@ -107,7 +107,7 @@ try store.set(store[.launchCount] + 1, for: .launchCount)
 try store.set(nil, for: .currentUser)               // nil deletes an optional key
 try store.set("token=abc", for: .session, expiresAfter: .seconds(3600))   // reads as the default once expired
 let count = try store.value(for: .launchCount)      // the throwing read
-for try await user in store.observe(Profile.self, forKey: "current-user") { show(user) }   // now, then after each change: the value then
+for try await user in store.observe(Profile.self, forKey: "current-user") { show(user) }   // now, then the current value after each change
 #sourceLocation()
 #sourceLocation(file: "README.md", line: 107)
 XCTAssertEqual(profile?.email, "ada@example.com")

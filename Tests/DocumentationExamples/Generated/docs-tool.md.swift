@@ -8,7 +8,7 @@ import Cask
 import Foundation
 import XCTest
 
-#sourceLocation(file: "docs/tool.md", line: 172)
+#sourceLocation(file: "docs/tool.md", line: 173)
 extension CaskStore.Keys {
     static let darkMode = Key<Bool>("defaults/darkMode", default: false)
     static let fontSize = Key<Int>("defaults/fontSize", default: 12)
@@ -16,24 +16,24 @@ extension CaskStore.Keys {
 #sourceLocation()
 
 final class ToolExamples: XCTestCase {
-    /// "Importing defaults": the example at docs/tool.md:171.
+    /// "Importing defaults": the example at docs/tool.md:172.
     func testImportingDefaults1() async throws {
         try await Example.run { example in
             let store = try example.openStore()
-#sourceLocation(file: "docs/tool.md", line: 165)
+#sourceLocation(file: "docs/tool.md", line: 166)
 // what import-defaults stores for darkMode = true, fontSize = 14, recent, limits
 try store.set(true, forKey: "defaults/darkMode")
 try store.set(14, forKey: "defaults/fontSize")
 try store.set(["a.txt", "b.txt"], forKey: "defaults/recent")
 try store.set(["large": 20], forKey: "defaults/limits")
 #sourceLocation()
-#sourceLocation(file: "docs/tool.md", line: 176)
+#sourceLocation(file: "docs/tool.md", line: 177)
 let dark = store[.darkMode]                                        // true
 let size = try store.value(for: .fontSize)                         // 14
 let recent = try store.get([String].self, forKey: "defaults/recent")       // ["a.txt", "b.txt"]
 let limits = try store.get([String: Int].self, forKey: "defaults/limits")  // ["large": 20]
 #sourceLocation()
-#sourceLocation(file: "docs/tool.md", line: 182)
+#sourceLocation(file: "docs/tool.md", line: 183)
 XCTAssertEqual(dark, true)
 XCTAssertEqual(size, 14)
 XCTAssertEqual(recent, ["a.txt", "b.txt"])
@@ -43,14 +43,14 @@ XCTAssertEqual(limits, ["large": 20])
         }
     }
 
-    /// "Importing defaults": the example at docs/tool.md:195.
+    /// "Importing defaults": the example at docs/tool.md:196.
     func testImportingDefaults2() async throws {
         try await Example.run { example in
             let store = try example.openStore()
-#sourceLocation(file: "docs/tool.md", line: 194)
+#sourceLocation(file: "docs/tool.md", line: 195)
 try store.set(PropertyListValue.array([.integer(1), .string("two")]), forKey: "defaults/mixed")
 #sourceLocation()
-#sourceLocation(file: "docs/tool.md", line: 196)
+#sourceLocation(file: "docs/tool.md", line: 197)
 if case .array(let items)? = try store.get(PropertyListValue.self, forKey: "defaults/mixed") { show(items) }
 #sourceLocation()
         }
