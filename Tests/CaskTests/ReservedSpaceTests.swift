@@ -152,6 +152,9 @@ final class ReservedSpaceTests: XCTestCase {
             try store.put(key, value)
             model[key] = value
         }
+        // A dead record in the active segment: compact() seals it (it leaves a clean one alone).
+        try store.put("session/0", Array("token 0 again".utf8))
+        model[Array("session/0".utf8)] = Array("token 0 again".utf8)
         fileSystem.fail(.open, pathSuffix: SegmentName.segment(2), with: .noSpace)
         XCTAssertThrowsError(try store.compact()) { error in
             guard case .diskFull = error as? CaskError else { return XCTFail("\(error)") }
