@@ -244,6 +244,19 @@ public final class CaskStore: Sendable {
     /// otherwise the error is thrown, and the store is closed all the same. A hint file that cannot
     /// be written is no error: everything is synced, and the next open scans the segment instead.
     public func close() throws(CaskError) {
+        // A buffer the disk has no room for: thrown before anything is closed, so that no other
+        // call sees the store closed meanwhile. (A write that slips in after this is caught below.)
+        if let writer, !isClosed.load(ordering: .acquiring) {
+            let full = writer.withLock { (w) -> CaskError? in
+                guard !w.closed, w.failure == nil else { return nil }
+                do throws(CaskError) { try w.flush(bufferLimit: options.bufferSize) } catch {
+                    if case .diskFull = error { return error }
+                    return nil  // the flush below meets it again, and closes
+                }
+                return nil
+            }
+            if let full { throw full }
+        }
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var firstError: CaskError?
         if let writer {
