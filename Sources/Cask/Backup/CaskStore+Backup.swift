@@ -100,15 +100,21 @@ extension CaskStore {
         var headers: [(id: UInt64, baseSeq: UInt64?)] = []
         var newestIsTornCreation = false
         for file in listed.files {
-            switch try StoreDirectory.examineHeader(file.id, in: directory, encryption: encryption, fileSystem: fileSystem) {
-            case .valid(let baseSeq)?: headers.append((file.id, baseSeq))
-            case .tornCreation?:
+            // Through the file held open (the state's), read as the active one to tell a torn creation.
+            let length: Int64
+            do { length = try fileSystem.fileSize(file.fd) } catch {
+                throw CaskError.from(error, operation: "fstat", path: file.path, reading: true)
+            }
+            var reader = SegmentReader(file: file, length: length, isActive: true, lockHeld: false, encryption: encryption, fileSystem: fileSystem)
+            switch try StoreDirectory.headerState(&reader) {
+            case .valid(let baseSeq): headers.append((file.id, baseSeq))
+            case .tornCreation:
                 headers.append((file.id, nil))
                 // Whether it has a hint file, as the copy's open will judge it: the copy gets the
                 // hint only if it can be opened here (``BackupWriter``).
                 let hinted = (try? fileSystem.fileSize(atPath: directory + "/" + SegmentName.hint(file.id))) != nil
                 newestIsTornCreation = file.id == listed.files.last?.id && !hinted
-            case .damaged?, nil: headers.append((file.id, nil))
+            case .damaged: headers.append((file.id, nil))
             }
         }
         let active = listed.files.last.flatMap {

@@ -260,20 +260,15 @@ package struct StoreDirectory {
     package static func examineHeader(
         _ id: UInt64, in path: String, encryption: StoreEncryption?, fileSystem: any FileSystem
     ) throws(CaskError) -> HeaderState? {
-        let segmentPath = path + "/" + SegmentName.segment(id)
-        let file: OpenFile
-        do { file = try fileSystem.openFile(segmentPath, flags: O_RDONLY, mode: 0) } catch {
-            if error == .noEntry { return nil }
-            throw CaskError.from(error, operation: "open", path: segmentPath, reading: true)
-        }
-        let length: Int64
-        do { length = try fileSystem.fileSize(file.descriptor) } catch {
-            throw CaskError.from(error, operation: "fstat", path: segmentPath, reading: true)
-        }
         // Read as the active one, so that a header too short or too empty for a record says so.
-        var reader = SegmentReader(
-            fd: file.descriptor, id: id, path: segmentPath, length: length, isActive: true, lockHeld: false, encryption: encryption,
-            fileSystem: fileSystem)
+        try SegmentReader.reading(
+            segment: id, at: path + "/" + SegmentName.segment(id), isActive: true, lockHeld: false, encryption: encryption, fileSystem: fileSystem
+        ) { (reader, _) throws(CaskError) in try headerState(&reader) }
+    }
+
+    /// ``examineHeader(_:in:encryption:fileSystem:)`` through a reader of the segment, made to read
+    /// it as the active one (`isActive`), for a caller that holds the file open already.
+    package static func headerState(_ reader: inout SegmentReader) throws(CaskError) -> HeaderState {
         let (header, damage) = try reader.readHeader()
         if damage?.kind == .tornTail { return .tornCreation }
         return header.map { .valid(baseSeq: $0.baseSeq) } ?? .damaged
